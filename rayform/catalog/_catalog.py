@@ -1,0 +1,206 @@
+"""The catalog: a directory (or object-store prefix) of datasets and tables, with SQL over it.
+
+Layout::
+
+    catalog.json                            format marker and version
+    entries/<name>/entry.json               kind (dataset | table), id, creation time
+    entries/<name>/versions/<n>.json        immutable metadata snapshots, one per commit
+    objects/<ab>/<sha256>                   immutable, content-addressed data files
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from rayform.catalog._dataset import DatasetEntry
+from rayform.catalog._metadata import (
+    FORMAT_VERSION,
+    CatalogMeta,
+    EntryMeta,
+    dump_model,
+    parse_model,
+)
+from rayform.catalog._names import validate_entry_name
+from rayform.catalog._query import QueryPlane
+from rayform.catalog._store import Store, open_store
+from rayform.catalog._table_entry import TableEntry, initial_table_version
+from rayform.catalog._versions import entry_prefix, version_key
+from rayform.errors import (
+    CatalogNotFoundError,
+    EntryExistsError,
+    EntryNotFoundError,
+    ReadOnlyCatalogError,
+)
+
+if TYPE_CHECKING:
+    import datafusion
+
+CATALOG_FILE = "catalog.json"
+
+
+class Catalog:
+    """An embedded catalog. Use :meth:`create` or :meth:`open`."""
+
+    def __init__(self, store: Store) -> None:
+        raw = _read_or_none(store, CATALOG_FILE)
+        if raw is None:
+            raise CatalogNotFoundError(
+                f"{store.url} is not a rayform catalog (no {CATALOG_FILE}); create one with "
+                "Catalog.create(url) or `rayform init URL`"
+            )
+        self.meta = parse_model(CatalogMeta, raw, source=f"{store.url}/{CATALOG_FILE}")
+        self.store = store
+        self._query = QueryPlane(self)
+
+    # ----------------------------------------------------------------------- construction
+    @classmethod
+    def create(cls, url: str | os.PathLike[str], *, exist_ok: bool = True) -> Catalog:
+        """Create a catalog at ``url`` (a directory), or open it if it exists and ``exist_ok``."""
+        store = open_store(url, create=True)
+        meta = CatalogMeta(format="rayform-catalog", format_version=FORMAT_VERSION,
+                           created_at_ns=time.time_ns())
+        if not store.create_exclusive(CATALOG_FILE, dump_model(meta)) and not exist_ok:
+            raise EntryExistsError(f"a catalog already exists at {store.url}")
+        return cls(store)
+
+    @classmethod
+    def open(cls, url: str | os.PathLike[str]) -> Catalog:
+        """Open an existing catalog.
+
+        Raises:
+            CatalogNotFoundError: nothing (or no catalog) at ``url``.
+            CorruptMetadataError: its ``catalog.json`` is damaged or foreign.
+        """
+        return cls(open_store(url))
+
+    @property
+    def url(self) -> str:
+        return self.store.url
+
+    def __repr__(self) -> str:
+        return f"Catalog({self.url!r})"
+
+    def require_writable(self) -> None:
+        if self.store.read_only:
+            raise ReadOnlyCatalogError(
+                f"catalog {self.url} is read-only; register into a local or s3:// catalog"
+            )
+
+    # ---------------------------------------------------------------------------- entries
+    def _entry_meta(self, name: str) -> EntryMeta | None:
+        key = f"{entry_prefix(name)}/entry.json"
+        raw = _read_or_none(self.store, key)
+        return None if raw is None else parse_model(EntryMeta, raw, source=f"{self.url}/{key}")
+
+    def entry_names(self) -> list[str]:
+        return [n for n in self.store.list_names("entries") if not n.startswith(".")]
+
+    def _names_of_kind(self, kind: str) -> list[str]:
+        out = []
+        for name in self.entry_names():
+            meta = self._entry_meta(name)
+            if meta is not None and meta.kind == kind:
+                out.append(name)
+        return out
+
+    def dataset_names(self) -> list[str]:
+        return self._names_of_kind("dataset")
+
+    def table_names(self) -> list[str]:
+        return self._names_of_kind("table")
+
+    def datasets(self) -> list[DatasetEntry]:
+        return [self.get_dataset(n) for n in self.dataset_names()]
+
+    def tables(self) -> list[TableEntry]:
+        return [self.get_table(n) for n in self.table_names()]
+
+    def _create_entry(self, name: str, kind: str, exist_ok: bool) -> EntryMeta:
+        validate_entry_name(name)
+        self.require_writable()
+        meta = EntryMeta(format="rayform-entry", format_version=FORMAT_VERSION,
+                         id=uuid.uuid4().hex, name=name, kind=kind,  # type: ignore[arg-type]
+                         created_at_ns=time.time_ns())
+        if self.store.create_exclusive(f"{entry_prefix(name)}/entry.json", dump_model(meta)):
+            return meta
+        existing = self._entry_meta(name)
+        assert existing is not None
+        if existing.kind != kind:
+            raise EntryExistsError(f"{name!r} already exists as a {existing.kind}, not a {kind}")
+        if not exist_ok:
+            raise EntryExistsError(
+                f"{kind} {name!r} already exists; pass exist_ok=True to use it, or pick another name"
+            )
+        return existing
+
+    def create_dataset(self, name: str, *, exist_ok: bool = False) -> DatasetEntry:
+        """Create an empty dataset (or return the existing one with ``exist_ok``)."""
+        return DatasetEntry(self, self._create_entry(name, "dataset", exist_ok))
+
+    def _get_meta(self, name: str, kind: str) -> EntryMeta:
+        validate_entry_name(name)
+        meta = self._entry_meta(name)
+        if meta is None or meta.kind != kind:
+            known = getattr(self, f"{kind}_names")()
+            raise EntryNotFoundError(
+                f"catalog {self.url} has no {kind} {name!r}; {kind}s: {known}"
+            )
+        return meta
+
+    def get_dataset(self, name: str) -> DatasetEntry:
+        """The dataset ``name`` at its newest snapshot.
+
+        Raises:
+            EntryNotFoundError: no such dataset.
+        """
+        return DatasetEntry(self, self._get_meta(name, "dataset"))
+
+    def create_table(self, name: str, schema: pa.Schema, *, exist_ok: bool = False) -> TableEntry:
+        """Create an empty table with ``schema``."""
+        meta = self._create_entry(name, "table", exist_ok)
+        snapshot = initial_table_version(schema)
+        self.store.create_exclusive(version_key(name, 1), dump_model(snapshot))
+        return TableEntry(self, meta)
+
+    def get_table(self, name: str) -> TableEntry:
+        return TableEntry(self, self._get_meta(name, "table"))
+
+    def store_table_object(self, table: pa.Table) -> str:
+        """Write ``table`` as an Arrow IPC object; returns its content hash."""
+        staging = self.store.staging_dir()
+        try:
+            path = staging / "table.arrow"
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+                w.write_table(table)
+            digest, _ = self.store.put_object(path)
+            return digest
+        finally:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+
+    # ------------------------------------------------------------------------------- SQL
+    @property
+    def ctx(self) -> datafusion.SessionContext:
+        """This process's DataFusion context with every dataset and table registered."""
+        return self._query.sync()
+
+    def sql(self, query: str, param_values: dict[str, Any] | None = None
+            ) -> datafusion.DataFrame:
+        """Run SQL over segment tables, index ranges, per-entity data and tables.
+
+        Use ``$name`` placeholders with ``param_values`` rather than formatting strings.
+        """
+        return self._query.sql(query, param_values)
+
+
+def _read_or_none(store: Store, key: str) -> bytes | None:
+    try:
+        return store.read_bytes(key)
+    except FileNotFoundError:
+        return None

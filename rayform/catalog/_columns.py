@@ -1,0 +1,56 @@
+"""Column names, component names and other shared literals of the data model (Rerun naming)."""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+# Segment table / index-range columns (Rerun's names where Rerun has one).
+SEGMENT_ID: Final = "rerun_segment_id"
+LAYER_NAMES: Final = "rerun_layer_names"
+STORAGE_URLS: Final = "rerun_storage_urls"
+LAST_UPDATED_AT: Final = "rerun_last_updated_at"
+NUM_ROWS: Final = "rerun_num_rows"
+SIZE_BYTES: Final = "rerun_size_bytes"
+SEGMENT_VERSION: Final = "rayform_segment_version"
+PROPERTY_PREFIX: Final = "property:"
+RANGE_START_SUFFIX: Final = ":start"
+RANGE_END_SUFFIX: Final = ":end"
+
+DEFAULT_LAYER: Final = "base"
+PROPERTIES_ENTITY: Final = "/__properties"
+
+# Components ("<Archetype>:<component>"); a column is "<entity_path>:<component>".
+SCALARS: Final = "Scalars:scalars"
+ENCODED_IMAGE_BLOB: Final = "EncodedImage:blob"
+ENCODED_IMAGE_MEDIA_TYPE: Final = "EncodedImage:media_type"
+VIDEO_SAMPLE: Final = "VideoStream:sample"
+VIDEO_IS_KEYFRAME: Final = "VideoStream:is_keyframe"
+VIDEO_CODEC: Final = "VideoStream:codec"
+TEXT_DOCUMENT: Final = "TextDocument:text"
+
+TimelineKind = Literal["sequence", "timestamp", "duration"]
+TIMELINE_KINDS: Final[tuple[TimelineKind, ...]] = ("sequence", "timestamp", "duration")
+
+
+def column_name(entity_path: str, component: str) -> str:
+    """Return the column name ``"<entity_path>:<Archetype>:<component>"``."""
+    return f"{entity_path}:{component}"
+
+
+def entity_of(column: str) -> str:
+    """Return the entity path of a component column (the text before the first ``:``)."""
+    entity, sep, _ = column.partition(":")
+    if not sep:
+        raise ValueError(f"{column!r} is not a component column name '<entity>:<Archetype>:<field>'")
+    return entity
+
+
+def sibling_column(column: str, component: str) -> str:
+    """Return the column of ``component`` on the same entity and archetype as ``column``.
+
+    ``sibling_column("/cam:VideoStream:sample", "is_keyframe") == "/cam:VideoStream:is_keyframe"``.
+    """
+    head, sep, _ = column.rpartition(":")
+    if not sep:
+        raise ValueError(f"{column!r} is not a component column name")
+    return f"{head}:{component}"

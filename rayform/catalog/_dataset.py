@@ -1,0 +1,446 @@
+"""Dataset entries and views: the Rerun ``DatasetEntry`` / ``DatasetView`` surface, embedded.
+
+A view is pinned to one committed snapshot of the dataset (so a sample index, a slice or a worker
+sees exactly the segments it was built from) plus optional segment and content filters. It pickles
+as configuration only (catalog URL, dataset name, snapshot number, filters) and reopens its storage
+lazily in the process that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from rayform.catalog._columns import DEFAULT_LAYER, SEGMENT_ID
+from rayform.catalog._importers import find_importer
+from rayform.catalog._metadata import DatasetVersion, EntryMeta, SegmentRecord
+from rayform.catalog._names import validate_layer_name
+from rayform.catalog._registration import (
+    OnDuplicate,
+    PreparedLayer,
+    apply_registration,
+    apply_unregistration,
+    prepare_layer,
+    schema_from_text,
+)
+from rayform.catalog._schema import INDEX_TYPES, ContentFilter, Schema
+from rayform.catalog._segment_data import SegmentData
+from rayform.catalog._store import object_key
+from rayform.catalog._tables import aligned_table, index_ranges_table, segment_table
+from rayform.catalog._versions import commit, latest_version_number, load_version
+from rayform.errors import ColumnNotFoundError, ConfigError, SegmentNotFoundError
+
+if TYPE_CHECKING:
+    import datafusion
+
+    from rayform.catalog._catalog import Catalog
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationResult:
+    """What a registration did: the segment ids registered (or replaced)."""
+
+    segment_ids: list[str]
+
+
+class RegistrationHandle:
+    """Handle returned by ``register``; registration already ran, ``wait`` returns its result."""
+
+    def __init__(self, result: RegistrationResult) -> None:
+        self._result = result
+
+    def wait(self, timeout_secs: float | None = None) -> RegistrationResult:
+        return self._result
+
+    def iter_results(self) -> Iterable[str]:
+        return iter(self._result.segment_ids)
+
+
+class DatasetView:
+    """A read-only view of a dataset snapshot, optionally filtered by segments and contents."""
+
+    def __init__(self, catalog: Catalog, name: str, snapshot: DatasetVersion | None, *,
+                 segments: tuple[str, ...] | None = None,
+                 contents: ContentFilter | None = None) -> None:
+        self._catalog = catalog
+        self._name = name
+        self._snapshot = snapshot
+        self._segment_filter = segments
+        self._contents = contents
+        self._opened: dict[str, SegmentData] = {}
+        self._schema: Schema | None = None
+
+    # --------------------------------------------------------------------------- pickling
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "catalog_url": self._catalog.url,
+            "name": self._name,
+            "version": self.snapshot_version,
+            "segments": self._segment_filter,
+            "contents": self._contents,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        from rayform.catalog._catalog import Catalog
+
+        catalog = Catalog.open(state["catalog_url"])
+        version = state["version"]
+        snapshot = (load_version(catalog.store, state["name"], version, DatasetVersion)
+                    if version else None)
+        DatasetView.__init__(self, catalog, state["name"], snapshot, segments=state["segments"],
+                             contents=state["contents"])
+
+    # ------------------------------------------------------------------------- properties
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def snapshot_version(self) -> int:
+        """The number of the committed snapshot this view reads (0 for an empty dataset)."""
+        return self._snapshot.version if self._snapshot else 0
+
+    @property
+    def timelines(self) -> dict[str, str]:
+        return dict(self._snapshot.timelines) if self._snapshot else {}
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}({self._name!r}, version={self.snapshot_version}, "
+                f"segments={len(self.segment_ids())})")
+
+    # --------------------------------------------------------------------------- segments
+    def _records(self) -> list[SegmentRecord]:
+        if self._snapshot is None:
+            return []
+        segs = self._snapshot.segments
+        if self._segment_filter is None:
+            return list(segs.values())
+        wanted = set(self._segment_filter)
+        return [r for sid, r in segs.items() if sid in wanted]
+
+    def segment_records(self) -> list[SegmentRecord]:
+        """The metadata records of the segments in view (sorted by segment id)."""
+        return self._records()
+
+    def segment_record(self, segment_id: str) -> SegmentRecord:
+        """One segment's record.
+
+        Raises:
+            SegmentNotFoundError: not in this view.
+        """
+        record = self._snapshot.segments.get(segment_id) if self._snapshot else None
+        if record is None or (self._segment_filter is not None
+                              and segment_id not in self._segment_filter):
+            raise SegmentNotFoundError(
+                f"dataset {self._name!r} has no segment {segment_id!r}; see segment_ids()"
+            )
+        return record
+
+    def segment_ids(self) -> list[str]:
+        """The ids of the segments in view, sorted."""
+        return [r.segment_id for r in self._records()]
+
+    def filter_segments(self, segment_ids: str | Sequence[str] | datafusion.DataFrame | pa.Table
+                        ) -> DatasetView:
+        """A view restricted to these segments (unknown ids are ignored, as in Rerun)."""
+        if isinstance(segment_ids, str):
+            ids: list[str] = [segment_ids]
+        elif isinstance(segment_ids, pa.Table):
+            ids = segment_ids.column(SEGMENT_ID).to_pylist()
+        elif hasattr(segment_ids, "to_arrow_table"):
+            table = segment_ids.to_arrow_table()
+            if SEGMENT_ID not in table.column_names:
+                raise ColumnNotFoundError(
+                    f"filter_segments: the DataFrame needs a {SEGMENT_ID!r} column, "
+                    f"got {table.column_names}"
+                )
+            ids = table.column(SEGMENT_ID).to_pylist()
+        else:
+            ids = list(segment_ids)
+        if self._segment_filter is not None:
+            keep = set(self._segment_filter)
+            ids = [i for i in ids if i in keep]
+        return DatasetView(self._catalog, self._name, self._snapshot, segments=tuple(ids),
+                           contents=self._contents)
+
+    def filter_contents(self, exprs: str | Sequence[str]) -> DatasetView:
+        """A view keeping only matching entities: ``["/cam0/**", "-/debug/**"]``."""
+        contents = ContentFilter.parse(exprs)
+        return DatasetView(self._catalog, self._name, self._snapshot,
+                           segments=self._segment_filter, contents=contents)
+
+    # ----------------------------------------------------------------------------- schema
+    def schema(self) -> Schema:
+        """Index and component columns of the segments' union schema (content-filtered)."""
+        if self._schema is None:
+            if self._snapshot is None:
+                self._schema = Schema(arrow=pa.schema([]), timelines={})
+            else:
+                full = schema_from_text(self._snapshot.schema_ipc)
+                timelines = dict(self._snapshot.timelines)
+                fields = [f for f in full if f.name in timelines or self._keeps(f.name)]
+                self._schema = Schema(arrow=pa.schema(fields), timelines=timelines)
+        return self._schema
+
+    def arrow_schema(self) -> pa.Schema:
+        return self.schema().arrow
+
+    def _keeps(self, column: str) -> bool:
+        entity = column.partition(":")[0]
+        if self._contents is None:
+            return not entity.startswith("/__properties")
+        return self._contents.matches(entity)
+
+    # ------------------------------------------------------------------------- dataframes
+    def segment_table(self, join_meta: datafusion.DataFrame | pa.Table | None = None,
+                      join_key: str = SEGMENT_ID) -> datafusion.DataFrame:
+        """The segment table as a DataFusion DataFrame (optionally joined with ``join_meta``)."""
+        table = self.segment_table_arrow()
+        df = self._catalog.ctx.from_arrow(table)
+        if join_meta is not None:
+            meta = self._catalog.ctx.from_arrow(join_meta) if isinstance(join_meta, pa.Table) \
+                else join_meta
+            df = df.join(meta, left_on=join_key, right_on=join_key, how="left")
+        return df
+
+    def segment_table_arrow(self) -> pa.Table:
+        timelines = self._snapshot.timelines if self._snapshot else {}
+        return segment_table(self._records(), timelines, self._contents, self._object_url)
+
+    def _object_url(self, digest: str) -> str:
+        return f"{self._catalog.url}/{object_key(digest)}"
+
+    def get_index_ranges(self) -> datafusion.DataFrame:
+        """``rerun_segment_id, <tl>:start, <tl>:end`` per segment, from metadata (no data scan)."""
+        return self._catalog.ctx.from_arrow(self.index_ranges_arrow())
+
+    def index_ranges_arrow(self) -> pa.Table:
+        timelines = self._snapshot.timelines if self._snapshot else {}
+        return index_ranges_table(self._records(), timelines, self._contents)
+
+    def reader(self, index: str, *, fill_latest_at: bool = False,
+               using_index_values: Mapping[str, Any] | npt.ArrayLike | pa.Table | None = None,
+               ) -> datafusion.DataFrame:
+        """Align the view's component columns on timeline ``index``.
+
+        One row per (segment, index value): the distinct values at which any column has data, or
+        ``using_index_values`` (a ``{segment_id: values}`` dict, a table with ``rerun_segment_id``
+        and ``index`` columns, or one array applied to every segment within its range). With
+        ``fill_latest_at`` each column holds its latest value at or before the row's index value
+        within the same segment (never across segments); otherwise only exact matches.
+        """
+        return self._catalog.ctx.from_arrow(
+            self.reader_arrow(index, fill_latest_at=fill_latest_at,
+                              using_index_values=using_index_values))
+
+    def reader_arrow(self, index: str, *, fill_latest_at: bool = False,
+                     using_index_values: Mapping[str, Any] | npt.ArrayLike | pa.Table | None = None,
+                     ) -> pa.Table:
+        """Like :meth:`reader` but returns the ``pyarrow.Table`` directly."""
+        schema = self.schema()
+        kind = schema.timeline_kind(index)
+        columns = [(c, schema.field(c).type) for c in schema.component_columns()]
+        records = self._records()
+        values = self._index_values(index, records, using_index_values)
+        segments = [self.open_segment(r.segment_id) for r in records
+                    if values is None or r.segment_id in values]
+        return aligned_table(segments, columns, index, kind, fill_latest_at=fill_latest_at,
+                             index_values=values)
+
+    def _index_values(self, index: str, records: list[SegmentRecord], given: Any
+                      ) -> dict[str, npt.NDArray[np.int64]] | None:
+        if given is None:
+            return None
+        if isinstance(given, pa.Table) or hasattr(given, "to_arrow_table"):
+            table = given if isinstance(given, pa.Table) else given.to_arrow_table()
+            for col in (SEGMENT_ID, index):
+                if col not in table.column_names:
+                    raise ColumnNotFoundError(f"using_index_values table needs a {col!r} column")
+            out: dict[str, list[int]] = {}
+            segs = table.column(SEGMENT_ID).to_pylist()
+            vals = _as_int64(table.column(index).combine_chunks())
+            for s, v in zip(segs, vals, strict=True):
+                out.setdefault(s, []).append(int(v))
+            return {s: np.asarray(v, np.int64) for s, v in out.items()}
+        if isinstance(given, Mapping):
+            return {s: _as_int64(v) for s, v in given.items()}
+        arr = _as_int64(given)
+        ranges = index_ranges_table(records, self.timelines, self._contents)  # type: ignore[arg-type]
+        result: dict[str, npt.NDArray[np.int64]] = {}
+        starts = ranges.column(index + ":start").combine_chunks()
+        ends = ranges.column(index + ":end").combine_chunks()
+        for i, sid in enumerate(ranges.column(SEGMENT_ID).to_pylist()):
+            if not starts[i].is_valid:
+                continue
+            lo = _as_int64(starts.slice(i, 1))[0]
+            hi = _as_int64(ends.slice(i, 1))[0]
+            result[sid] = arr[(arr >= lo) & (arr <= hi)]
+        return result
+
+    # ------------------------------------------------------------------------ data plane
+    def open_segment(self, segment_id: str) -> SegmentData:
+        """Memory-mapped access to one segment's columns (cached in this view)."""
+        data = self._opened.get(segment_id)
+        if data is None:
+            data = SegmentData(self.segment_record(segment_id), self._catalog.store.object_path)
+            self._opened[segment_id] = data
+        return data
+
+
+def _as_int64(values: Any) -> npt.NDArray[np.int64]:
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        if pa.types.is_timestamp(values.type):
+            values = values.cast(pa.timestamp("ns")).view(pa.int64())
+        elif pa.types.is_duration(values.type):
+            values = values.cast(pa.duration("ns")).view(pa.int64())
+        return np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.int64)
+    arr = np.asarray(values)
+    if arr.dtype.kind == "M":
+        return arr.astype("datetime64[ns]").astype(np.int64)
+    if arr.dtype.kind == "m":
+        return arr.astype("timedelta64[ns]").astype(np.int64)
+    return arr.astype(np.int64)
+
+
+class DatasetEntry(DatasetView):
+    """A dataset of the catalog: a view of its newest snapshot, plus registration."""
+
+    def __init__(self, catalog: Catalog, meta: EntryMeta) -> None:
+        number = latest_version_number(catalog.store, meta.name)
+        snapshot = load_version(catalog.store, meta.name, number, DatasetVersion) if number else None
+        super().__init__(catalog, meta.name, snapshot)
+        self._meta = meta
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["meta"] = self._meta.model_dump()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._meta = EntryMeta.model_validate(state["meta"])
+
+    @property
+    def id(self) -> str:
+        return self._meta.id
+
+    @property
+    def kind(self) -> str:
+        return self._meta.kind
+
+    @property
+    def created_at_ns(self) -> int:
+        return self._meta.created_at_ns
+
+    def refresh(self) -> DatasetEntry:
+        """Reload the newest committed snapshot (other processes may have registered)."""
+        DatasetEntry.__init__(self, self._catalog, self._meta)
+        return self
+
+    def register(self, uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                 layer_name: str | Sequence[str] = DEFAULT_LAYER,
+                 on_duplicate: OnDuplicate | str = OnDuplicate.ERROR,
+                 progress: bool | None = None) -> RegistrationHandle:
+        """Register recordings (files or folders, any supported format) as segments.
+
+        All sources are converted and stored first, then committed in one atomic step: either
+        every segment lands or none does.
+
+        Raises:
+            SourceNotFoundError, UnknownFormatError, CorruptRecordingError: bad input.
+            DuplicateSegmentError: an id+layer exists and ``on_duplicate='error'``.
+            SchemaConflictError: a column type differs from the dataset's.
+        """
+        paths = [Path(uris)] if isinstance(uris, str | os.PathLike) else [Path(u) for u in uris]
+        layers = [layer_name] * len(paths) if isinstance(layer_name, str) else list(layer_name)
+        if len(layers) != len(paths):
+            raise ConfigError(
+                f"register: {len(layers)} layer names for {len(paths)} sources; give one name or "
+                "one per source"
+            )
+        for layer in layers:
+            validate_layer_name(layer)
+        policy = OnDuplicate(on_duplicate)
+        self._catalog.require_writable()
+        staging = self._catalog.store.staging_dir()
+        try:
+            prepared = self._prepare(paths, layers, staging, progress)
+            snapshot, touched = self._commit_registration(prepared, policy)
+        finally:
+            import shutil
+
+            shutil.rmtree(staging, ignore_errors=True)
+        DatasetView.__init__(self, self._catalog, self._name, snapshot)
+        return RegistrationHandle(RegistrationResult(segment_ids=touched))
+
+    def _prepare(self, paths: list[Path], layers: list[str], staging: Path,
+                 progress: bool | None) -> list[PreparedLayer]:
+        from tqdm import tqdm
+
+        show = progress if progress is not None else (len(paths) > 1 and sys.stderr.isatty())
+        prepared: list[PreparedLayer] = []
+        for i, (path, layer) in enumerate(tqdm(list(zip(paths, layers, strict=True)),
+                                               desc=f"register {self._name}", unit="file",
+                                               disable=not show)):
+            importer = find_importer(path)
+            out = staging / f"{i:06d}"
+            out.mkdir()
+            for recording in importer.convert(path, out):
+                prepared.append(prepare_layer(self._catalog.store, recording,
+                                              source_uri=str(path.resolve()), layer_name=layer))
+        seen: set[tuple[str, str]] = set()
+        for prep in prepared:
+            key = (prep.segment_id, prep.layer_name)
+            if key in seen:
+                from rayform.errors import DuplicateSegmentError
+
+                raise DuplicateSegmentError(
+                    f"segment {prep.segment_id!r} layer {prep.layer_name!r} appears twice in this "
+                    "registration; give each recording a distinct recording id"
+                )
+            seen.add(key)
+        return prepared
+
+    def _commit_registration(self, prepared: list[PreparedLayer], policy: OnDuplicate
+                             ) -> tuple[DatasetVersion, list[str]]:
+        touched: list[str] = []
+
+        def mutate(old: DatasetVersion | None, number: int) -> DatasetVersion:
+            new, ids = apply_registration(old, number, prepared, policy)
+            touched[:] = ids
+            return new
+
+        return commit(self._catalog.store, self._name, DatasetVersion, mutate), touched
+
+    def unregister(self, *, segments_to_drop: str | Sequence[str],
+                   layers_to_drop: str | Sequence[str] | None = None) -> None:
+        """Remove segments (all layers, or only the given layers) in one atomic commit."""
+        segs = [segments_to_drop] if isinstance(segments_to_drop, str) else list(segments_to_drop)
+        layers = [] if layers_to_drop is None else (
+            [layers_to_drop] if isinstance(layers_to_drop, str) else list(layers_to_drop))
+        self._catalog.require_writable()
+        snapshot = commit(self._catalog.store, self._name, DatasetVersion,
+                          lambda old, n: apply_unregistration(old, n, segs, layers))
+        DatasetView.__init__(self, self._catalog, self._name, snapshot)
+
+    def at_version(self, version: int) -> DatasetView:
+        """A read-only view of an older committed snapshot."""
+        snapshot = load_version(self._catalog.store, self._name, version, DatasetVersion)
+        return DatasetView(self._catalog, self._name, snapshot)
+
+
+__all__ = ["INDEX_TYPES", "DatasetEntry", "DatasetView", "RegistrationHandle", "RegistrationResult"]

@@ -1,0 +1,131 @@
+"""The query plane: a DataFusion SessionContext over the catalog, and DataFusion error translation.
+
+Each dataset is a SQL schema whose tables are looked up lazily when a query names them:
+
+    SELECT * FROM robots.segments WHERE "property:success"
+    SELECT * FROM robots.index_ranges
+    SELECT rerun_segment_id, frame_index, "/joints/position:Scalars:scalars"
+      FROM robots."/joints/position"
+
+Table entries are tables of the default schema (``SELECT * FROM my_table``). The context is
+created lazily per process (DataFusion's runtime does not survive ``fork``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import pyarrow.dataset as pads
+from datafusion import DataFrame, SessionContext
+from datafusion.catalog import SchemaProvider, Table
+
+from rayform.catalog._tables import entity_table
+from rayform.errors import QueryError
+
+if TYPE_CHECKING:
+    from rayform.catalog._catalog import Catalog
+
+SEGMENTS_TABLE = "segments"
+INDEX_RANGES_TABLE = "index_ranges"
+
+_T = TypeVar("_T")
+
+
+@contextmanager
+def translate_errors(what: str) -> Iterator[None]:
+    """Turn DataFusion's bare exceptions into :class:`QueryError` naming ``what``."""
+    try:
+        yield
+    except QueryError:
+        raise
+    except Exception as err:  # DataFusion raises Exception / ValueError / RuntimeError
+        raise QueryError(f"{what} failed: {err}") from err
+
+
+class DatasetSchema(SchemaProvider):
+    """A dataset as a SQL schema; tables are built when a query names them."""
+
+    def __init__(self, catalog: Catalog, dataset_name: str) -> None:
+        self._catalog = catalog
+        self._dataset_name = dataset_name
+
+    def _dataset(self) -> Any:
+        return self._catalog.get_dataset(self._dataset_name)
+
+    def table_names(self) -> set[str]:
+        ds = self._dataset()
+        return {SEGMENTS_TABLE, INDEX_RANGES_TABLE, *ds.schema().entity_paths()}
+
+    def table_exist(self, name: str) -> bool:
+        return name in self.table_names()
+
+    def table(self, name: str) -> Table | None:
+        ds = self._dataset()
+        if name == SEGMENTS_TABLE:
+            arrow = ds.segment_table_arrow()
+        elif name == INDEX_RANGES_TABLE:
+            arrow = ds.index_ranges_arrow()
+        elif name in ds.schema().entity_paths():
+            schema = ds.schema()
+            columns = [(c, schema.field(c).type) for c in schema.component_columns()]
+            segments = [ds.open_segment(s) for s in ds.segment_ids()]
+            arrow = entity_table(segments, name, columns, schema.timelines)
+        else:
+            return None
+        return Table(pads.dataset(arrow))
+
+
+class QueryPlane:
+    """Owns the per-process SessionContext of a catalog."""
+
+    def __init__(self, catalog: Catalog) -> None:
+        self._catalog = catalog
+        self._ctx: SessionContext | None = None
+        self._pid = -1
+        self._schemas: set[str] = set()
+        self._tables: set[str] = set()
+
+    @property
+    def ctx(self) -> SessionContext:
+        if self._ctx is None or self._pid != os.getpid():
+            self._ctx = SessionContext()
+            self._pid = os.getpid()
+            self._schemas = set()
+            self._tables = set()
+        return self._ctx
+
+    def sync(self) -> SessionContext:
+        """Make every dataset and table entry of the catalog visible to SQL."""
+        ctx = self.ctx
+        root = ctx.catalog("datafusion")
+        for name in self._catalog.dataset_names():
+            if name not in self._schemas:
+                root.register_schema(name, DatasetSchema(self._catalog, name))
+                self._schemas.add(name)
+        for name in self._catalog.table_names():
+            if name in self._tables:
+                ctx.deregister_table(name)
+            ctx.register_dataset(name, pads.dataset(self._catalog.get_table(name).to_arrow()))
+            self._tables.add(name)
+        return ctx
+
+    def sql(self, query: str, param_values: dict[str, Any] | None = None) -> DataFrame:
+        """Plan ``query`` (parameters as ``$name``) over the catalog.
+
+        Raises:
+            QueryError: malformed SQL, an unknown table or column, a bad parameter.
+        """
+        ctx = self.sync()
+        with translate_errors(f"SQL query {query!r}"):
+            if param_values:
+                return ctx.sql(query, param_values=param_values)
+            return ctx.sql(query)
+
+
+def run_query(fn: Callable[[], _T], what: str) -> _T:
+    """Run ``fn`` (e.g. a DataFrame collect) translating DataFusion errors."""
+    with translate_errors(what):
+        return fn()

@@ -1,0 +1,237 @@
+"""Registration: turn recording files into content-addressed objects and a new dataset snapshot.
+
+Objects are copied (and hashed) first; only then is the snapshot committed, in one atomic step.
+A crash before the commit leaves unreferenced objects behind (invisible), never a changed catalog.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import time
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+import pyarrow as pa
+
+from rayform.catalog._metadata import (
+    FORMAT_VERSION,
+    DatasetVersion,
+    EntityIndex,
+    IndexRange,
+    LayerRecord,
+    SegmentRecord,
+)
+from rayform.catalog._recording import PropertyValue, RecordingHeader, open_recording
+from rayform.catalog._segment_data import index_to_int64
+from rayform.catalog._store import Store, sha256_file
+from rayform.catalog._writer import asset_dir_for
+from rayform.errors import (
+    CorruptRecordingError,
+    DuplicateSegmentError,
+    SchemaConflictError,
+    SegmentNotFoundError,
+)
+
+
+class OnDuplicate(str, Enum):
+    """What ``register`` does when the segment id and layer are already registered."""
+
+    ERROR = "error"
+    SKIP = "skip"
+    REPLACE = "replace"
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedLayer:
+    """A recording file already stored as an object, ready to be committed."""
+
+    segment_id: str
+    layer_name: str
+    layer: LayerRecord
+    timelines: dict[str, str]
+    schema: pa.Schema
+
+
+def prepare_layer(store: Store, recording: Path, *, source_uri: str,
+                  layer_name: str) -> PreparedLayer:
+    """Validate a recording file, store it and its assets as objects, and index its entities.
+
+    Raises:
+        CorruptRecordingError: the file (or one of its assets) is damaged.
+    """
+    header, table = open_recording(recording)
+    entities = _index_entities(header, table)
+    assets: dict[str, int] = {}
+    asset_dir = asset_dir_for(recording)
+    for digest, info in header.assets.items():
+        src = asset_dir / digest
+        if not src.is_file():
+            raise CorruptRecordingError(
+                f"{recording}: asset {digest} ({info.media_type}) is missing from {asset_dir}"
+            )
+        if sha256_file(src) != digest:
+            raise CorruptRecordingError(f"{src}: content does not match its name (damaged asset)")
+        stored, size = store.put_object(src)
+        assets[stored] = size
+    digest, size = store.put_object(recording)
+    layer = LayerRecord(
+        object=digest,
+        size_bytes=size,
+        num_rows=table.num_rows,
+        registered_at_ns=time.time_ns(),
+        source_uri=source_uri,
+        assets=assets,
+        properties=dict(header.properties),
+        entities=entities,
+    )
+    return PreparedLayer(segment_id=header.recording_id, layer_name=layer_name, layer=layer,
+                         timelines=dict(header.timelines), schema=table.schema.remove_metadata())
+
+
+def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:
+    out: dict[str, EntityIndex] = {}
+    for entity, rows in header.entities.items():
+        ranges: dict[str, IndexRange] = {}
+        for timeline, kind in header.timelines.items():
+            col = table.column(timeline).slice(rows.start, rows.stop - rows.start).drop_null()
+            if len(col):
+                values = index_to_int64(col)
+                ranges[timeline] = IndexRange(kind=kind, start=int(values.min()),
+                                              end=int(values.max()))
+        out[entity] = EntityIndex(components=list(rows.components), ranges=ranges,
+                                  num_rows=rows.stop - rows.start)
+    for entity, rows in header.static_entities.items():
+        static = EntityIndex(components=list(rows.components), ranges={},
+                             num_rows=rows.stop - rows.start)
+        out[entity] = merge_entities([out, {entity: static}])[entity] if entity in out else static
+    return out
+
+
+def schema_to_text(schema: pa.Schema) -> str:
+    return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
+
+def schema_from_text(text: str) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def segment_version(layers: dict[str, LayerRecord]) -> str:
+    """A segment's version: a hash of its layers' content hashes (changes iff the content does)."""
+    text = "\n".join(f"{name}:{layers[name].object}" for name in sorted(layers))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def merge_entities(records: list[dict[str, EntityIndex]]) -> dict[str, EntityIndex]:
+    """Union of entity indexes: components united, ranges widened, rows added."""
+    merged: dict[str, EntityIndex] = {}
+    for entities in records:
+        for entity, idx in entities.items():
+            old = merged.get(entity)
+            if old is None:
+                merged[entity] = idx
+                continue
+            ranges = dict(old.ranges)
+            for tl, r in idx.ranges.items():
+                prev = ranges.get(tl)
+                ranges[tl] = r if prev is None else IndexRange(
+                    kind=r.kind, start=min(prev.start, r.start), end=max(prev.end, r.end))
+            merged[entity] = EntityIndex(
+                components=sorted(set(old.components) | set(idx.components)),
+                ranges=ranges, num_rows=old.num_rows + idx.num_rows)
+    return merged
+
+
+def segment_record(segment_id: str, layers: dict[str, LayerRecord], now: int) -> SegmentRecord:
+    """A segment's record, derived from its layers (later layer names override properties)."""
+    names = sorted(layers)
+    properties: dict[str, PropertyValue] = {}
+    for name in names:
+        properties.update(layers[name].properties)
+    return SegmentRecord(
+        segment_id=segment_id,
+        version=segment_version(layers),
+        layers={name: layers[name] for name in names},
+        properties=properties,
+        entities=merge_entities([layers[name].entities for name in names]),
+        num_rows=sum(layer.num_rows for layer in layers.values()),
+        size_bytes=sum(layer.size_bytes + sum(layer.assets.values()) for layer in layers.values()),
+        last_updated_at_ns=now,
+    )
+
+
+def apply_registration(old: DatasetVersion | None, number: int, prepared: list[PreparedLayer],
+                       on_duplicate: OnDuplicate) -> tuple[DatasetVersion, list[str]]:
+    """The snapshot after registering ``prepared`` into ``old`` and the segment ids touched.
+
+    Pure: raises (``DuplicateSegmentError``, ``SchemaConflictError``) to abort the commit.
+    """
+    segments = dict(old.segments) if old else {}
+    timelines = dict(old.timelines) if old else {}
+    fields = {f.name: f for f in schema_from_text(old.schema_ipc)} if old else {}
+    now = time.time_ns()
+    touched: list[str] = []
+    for prep in prepared:
+        for name, kind in prep.timelines.items():
+            known = timelines.get(name)
+            if known is not None and known != kind:
+                raise SchemaConflictError(
+                    f"{prep.layer.source_uri}: timeline {name!r} is a {kind} timeline here but a "
+                    f"{known} timeline in the dataset; rename it or register into another dataset"
+                )
+            timelines[name] = kind  # type: ignore[assignment]
+        for field in prep.schema:
+            known_field = fields.get(field.name)
+            if known_field is None:
+                fields[field.name] = field
+            elif known_field.type != field.type:
+                raise SchemaConflictError(
+                    f"{prep.layer.source_uri}: column {field.name!r} has type {field.type} but the "
+                    f"dataset holds {known_field.type}; cast it before registering or use another "
+                    "dataset"
+                )
+        existing = segments.get(prep.segment_id)
+        if existing is not None and prep.layer_name in existing.layers:
+            if on_duplicate is OnDuplicate.ERROR:
+                raise DuplicateSegmentError(
+                    f"segment {prep.segment_id!r} layer {prep.layer_name!r} is already registered; "
+                    "pass on_duplicate='replace' to overwrite it or 'skip' to keep it"
+                )
+            if on_duplicate is OnDuplicate.SKIP:
+                continue
+        layers = dict(existing.layers) if existing else {}
+        layers[prep.layer_name] = prep.layer
+        segments[prep.segment_id] = segment_record(prep.segment_id, layers, now)
+        touched.append(prep.segment_id)
+    version = DatasetVersion(
+        format="rayform-dataset-version",
+        format_version=FORMAT_VERSION,
+        version=number,
+        committed_at_ns=now,
+        timelines=timelines,
+        schema_ipc=schema_to_text(pa.schema(list(fields.values()))),
+        segments=dict(sorted(segments.items())),
+    )
+    return version, touched
+
+
+def apply_unregistration(old: DatasetVersion | None, number: int, segments_to_drop: list[str],
+                         layers_to_drop: list[str]) -> DatasetVersion:
+    """The snapshot after dropping segments (all their layers, or only ``layers_to_drop``)."""
+    segments = dict(old.segments) if old else {}
+    now = time.time_ns()
+    for segment_id in segments_to_drop:
+        record = segments.get(segment_id)
+        if record is None:
+            raise SegmentNotFoundError(
+                f"segment {segment_id!r} is not in the dataset; see dataset.segment_ids()"
+            )
+        remaining = {k: v for k, v in record.layers.items() if layers_to_drop and k not in layers_to_drop}
+        if remaining:
+            segments[segment_id] = segment_record(segment_id, remaining, now)
+        else:
+            del segments[segment_id]
+    if old is None:
+        raise SegmentNotFoundError("the dataset has no segments to unregister")
+    return old.model_copy(update={"version": number, "committed_at_ns": now, "segments": segments})

@@ -1,0 +1,112 @@
+"""A dataset's schema (index and component columns) and entity content filters."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rayform.catalog._columns import PROPERTIES_ENTITY, TimelineKind, entity_of
+from rayform.errors import ColumnNotFoundError, ConfigError
+
+INDEX_TYPES: dict[str, pa.DataType] = {
+    "sequence": pa.int64(),
+    "timestamp": pa.timestamp("ns"),
+    "duration": pa.duration("ns"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """The union schema of a dataset (or a content-filtered view of it)."""
+
+    arrow: pa.Schema
+    timelines: dict[str, TimelineKind]
+
+    def index_columns(self) -> list[str]:
+        """Timeline names."""
+        return list(self.timelines)
+
+    def component_columns(self) -> list[str]:
+        """Component column names ``"<entity>:<Archetype>:<component>"``."""
+        return [f.name for f in self.arrow if f.name not in self.timelines]
+
+    def column_names(self) -> list[str]:
+        return [*self.index_columns(), *self.component_columns()]
+
+    def entity_paths(self) -> list[str]:
+        return sorted({entity_of(c) for c in self.component_columns()})
+
+    def archetypes(self) -> list[str]:
+        return sorted({c.split(":")[1] for c in self.component_columns() if c.count(":") >= 2})
+
+    def column_for(self, entity_path: str, component: str) -> str | None:
+        """The column of ``component`` (``"Archetype:field"`` or just ``"field"``) on an entity."""
+        for name in self.component_columns():
+            ent, _, comp = name.partition(":")
+            if ent == entity_path and (comp == component or comp.endswith(":" + component)):
+                return name
+        return None
+
+    def field(self, column: str) -> pa.Field:
+        """The Arrow field of a column.
+
+        Raises:
+            ColumnNotFoundError: no such column (the message lists close matches).
+        """
+        idx = self.arrow.get_field_index(column)
+        if idx < 0:
+            close = [c for c in self.column_names() if column.split(":")[0] in c][:5]
+            hint = f"; did you mean one of {close}?" if close else ""
+            raise ColumnNotFoundError(f"unknown column {column!r}{hint}")
+        return self.arrow.field(idx)
+
+    def timeline_kind(self, timeline: str) -> TimelineKind:
+        """The kind of a timeline.
+
+        Raises:
+            ColumnNotFoundError: no such timeline.
+        """
+        kind = self.timelines.get(timeline)
+        if kind is None:
+            raise ColumnNotFoundError(
+                f"unknown timeline {timeline!r}; the dataset has {sorted(self.timelines)}"
+            )
+        return kind
+
+
+@dataclass(frozen=True, slots=True)
+class ContentFilter:
+    """Which entities a view keeps: ``["/cam0/**", "-/debug/**"]`` style expressions."""
+
+    expressions: tuple[str, ...]
+
+    @staticmethod
+    def parse(exprs: str | Iterable[str]) -> ContentFilter:
+        items = (exprs,) if isinstance(exprs, str) else tuple(exprs)
+        for e in items:
+            body = e[1:] if e.startswith(("-", "+")) else e
+            if not body.startswith("/"):
+                raise ConfigError(
+                    f"content filter {e!r} must be an entity path expression like '/cam0/**' or "
+                    "'-/debug/**'"
+                )
+        return ContentFilter(items)
+
+    def matches(self, entity: str) -> bool:
+        includes = [e.lstrip("+") for e in self.expressions if not e.startswith("-")]
+        excludes = [e[1:] for e in self.expressions if e.startswith("-")]
+        if includes:
+            included = any(_match(p, entity) for p in includes)
+        else:
+            included = entity != PROPERTIES_ENTITY and not entity.startswith(PROPERTIES_ENTITY + "/")
+        return included and not any(_match(p, entity) for p in excludes)
+
+
+def _match(pattern: str, entity: str) -> bool:
+    if pattern.endswith("/**"):
+        base = pattern[:-3] or "/"
+        return entity == base or entity.startswith(base.rstrip("/") + "/") or base == "/"
+    return fnmatch.fnmatchcase(entity, pattern)

@@ -1,0 +1,163 @@
+"""The data plane: memory-mapped, per-segment column access with vectorised latest-at.
+
+No DataFusion here. A :class:`SegmentData` opens the recording files of one segment (one per layer)
+lazily, and hands out :class:`ColumnRows`: the non-null rows of one component column sorted on one
+timeline, as an int64 index array (nanoseconds on temporal timelines) plus the Arrow ``List`` values,
+zero-copy where the file allows. Latest-at is ``numpy.searchsorted``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from rayform.catalog._columns import entity_of
+from rayform.catalog._metadata import SegmentRecord
+from rayform.catalog._recording import RecordingHeader, open_recording
+from rayform.errors import ColumnNotFoundError
+
+ObjectResolver = Callable[[str], Path]
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnRows:
+    """The rows of one component column in one segment, ordered on one timeline.
+
+    Attributes:
+        index: ``int64[N]`` ascending index values (ns on temporal timelines).
+        values: Arrow ``List`` array of ``N`` rows (non-null).
+        is_static: the column is static: ``values`` has one row, served at every index value.
+    """
+
+    index: npt.NDArray[np.int64]
+    values: pa.Array
+    is_static: bool = False
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def latest_at(self, query: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Row positions of the latest row at or before each query value; -1 where none."""
+        if self.is_static:
+            return np.zeros(len(query), dtype=np.int64)
+        return np.searchsorted(self.index, query, side="right").astype(np.int64) - 1
+
+    def exact(self, query: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Row positions of the (last) row exactly at each query value; -1 where none."""
+        pos = self.latest_at(query)
+        if self.is_static:
+            return pos
+        hit = pos >= 0
+        hit[hit] = self.index[pos[hit]] == query[hit]
+        return np.where(hit, pos, -1)
+
+
+def index_to_int64(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
+    """View an int64 / timestamp[ns] / duration[ns] Arrow array as int64 numpy (nulls not allowed)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if not pa.types.is_int64(arr.type):
+        arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else arr.cast(pa.int64())
+    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+class SegmentData:
+    """Lazy, memory-mapped access to one segment's recording files (all layers)."""
+
+    def __init__(self, record: SegmentRecord, resolve: ObjectResolver) -> None:
+        self.record = record
+        self._resolve = resolve
+        self._files: list[tuple[RecordingHeader, pa.Table]] | None = None
+        self._cache: dict[tuple[str, str], ColumnRows] = {}
+
+    @property
+    def segment_id(self) -> str:
+        return self.record.segment_id
+
+    @property
+    def version(self) -> str:
+        return self.record.version
+
+    def files(self) -> list[tuple[RecordingHeader, pa.Table]]:
+        """The (header, memory-mapped table) of each layer's recording file, opened once."""
+        if self._files is None:
+            self._files = [open_recording(self._resolve(layer.object))
+                           for layer in self.record.layers.values()]
+        return self._files
+
+    def has_column(self, column: str) -> bool:
+        entity = self.record.entities.get(entity_of(column))
+        return entity is not None and column.split(":", 1)[1] in entity.components
+
+    def column(self, column: str, timeline: str) -> ColumnRows:
+        """The non-null rows of ``column`` ordered on ``timeline`` (cached per process).
+
+        Raises:
+            ColumnNotFoundError: the segment has no such column.
+        """
+        key = (column, timeline)
+        cached = self._cache.get(key)
+        if cached is not None:
+            return cached
+        rows = self._load(column, timeline)
+        self._cache[key] = rows
+        return rows
+
+    def _load(self, column: str, timeline: str) -> ColumnRows:
+        entity = entity_of(column)
+        indexes: list[npt.NDArray[np.int64]] = []
+        values: list[pa.Array] = []
+        static: pa.Array | None = None
+        found = False
+        for header, table in self.files():
+            if column not in table.column_names:
+                continue
+            found = True
+            block = header.static_entities.get(entity)
+            if block is not None:
+                part = table.column(column).slice(block.start, block.stop - block.start)
+                part = part.combine_chunks().drop_null()
+                if len(part):
+                    static = part.slice(len(part) - 1)
+            block = header.entities.get(entity)
+            if block is None or timeline not in table.column_names:
+                continue
+            n = block.stop - block.start
+            comp = table.column(column).slice(block.start, n).combine_chunks()
+            idx = table.column(timeline).slice(block.start, n).combine_chunks()
+            keep = pc.and_(comp.is_valid(), idx.is_valid())
+            if keep.false_count:
+                comp = comp.filter(keep)
+                idx = idx.filter(keep)
+            indexes.append(index_to_int64(idx))
+            values.append(comp)
+        if not found:
+            raise ColumnNotFoundError(
+                f"segment {self.segment_id!r} has no column {column!r}; "
+                "see dataset.schema().component_columns()"
+            )
+        if static is not None:
+            return ColumnRows(index=np.zeros(1, np.int64), values=static, is_static=True)
+        if not values:
+            empty_type = self.files()[0][1].schema.field(column).type
+            return ColumnRows(index=np.zeros(0, np.int64), values=pa.array([], type=empty_type))
+        index = np.concatenate(indexes) if len(indexes) > 1 else indexes[0]
+        merged = pa.concat_arrays(values) if len(values) > 1 else values[0]
+        if len(index) > 1 and not bool(np.all(index[1:] >= index[:-1])):
+            order = np.argsort(index, kind="stable")
+            index = index[order]
+            merged = merged.take(pa.array(order))
+        return ColumnRows(index=np.ascontiguousarray(index), values=merged)
+
+    def asset_path(self, digest: str) -> Path:
+        """Local path of an asset (e.g. an MP4) attached to this segment."""
+        for layer in self.record.layers.values():
+            if digest in layer.assets:
+                return self._resolve(digest)
+        raise ColumnNotFoundError(f"segment {self.segment_id!r} has no asset {digest!r}")

@@ -1,0 +1,97 @@
+"""Table entries: plain Arrow tables in the catalog (append / overwrite), queryable in SQL."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from rayform.catalog._metadata import FORMAT_VERSION, EntryMeta, TableVersion
+from rayform.catalog._registration import schema_from_text, schema_to_text
+from rayform.catalog._versions import commit, latest_version_number, load_version
+from rayform.errors import SchemaConflictError
+
+if TYPE_CHECKING:
+    import datafusion
+
+    from rayform.catalog._catalog import Catalog
+
+
+class TableEntry:
+    """An Arrow table stored as immutable, content-addressed IPC files."""
+
+    def __init__(self, catalog: Catalog, meta: EntryMeta) -> None:
+        self._catalog = catalog
+        self._meta = meta
+
+    @property
+    def name(self) -> str:
+        return self._meta.name
+
+    @property
+    def id(self) -> str:
+        return self._meta.id
+
+    def _snapshot(self) -> TableVersion:
+        number = latest_version_number(self._catalog.store, self.name)
+        return load_version(self._catalog.store, self.name, number, TableVersion)
+
+    def arrow_schema(self) -> pa.Schema:
+        return schema_from_text(self._snapshot().schema_ipc)
+
+    def to_arrow(self) -> pa.Table:
+        """The whole table (memory-mapped objects)."""
+        snap = self._snapshot()
+        schema = schema_from_text(snap.schema_ipc)
+        parts = []
+        for digest in snap.objects:
+            path = self._catalog.store.object_path(digest)
+            parts.append(pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all())
+        return pa.concat_tables(parts) if parts else schema.empty_table()
+
+    def reader(self) -> datafusion.DataFrame:
+        return self._catalog.ctx.from_arrow(self.to_arrow())
+
+    def append(self, data: pa.Table | pa.RecordBatch | None = None, **columns: Any) -> None:
+        """Append rows (a table, a batch, or named columns) whose schema matches the table's."""
+        self._write(data, columns, overwrite=False)
+
+    def overwrite(self, data: pa.Table | pa.RecordBatch | None = None, **columns: Any) -> None:
+        """Replace all rows."""
+        self._write(data, columns, overwrite=True)
+
+    def _write(self, data: pa.Table | pa.RecordBatch | None, columns: dict[str, Any], *,
+               overwrite: bool) -> None:
+        self._catalog.require_writable()
+        schema = self.arrow_schema()
+        if data is None:
+            data = pa.table(columns)
+        table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        if not table.schema.remove_metadata().equals(schema.remove_metadata()):
+            try:
+                table = table.select(schema.names).cast(schema)
+            except (KeyError, pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as err:
+                raise SchemaConflictError(
+                    f"table {self.name!r}: rows with schema {table.schema} do not fit the table's "
+                    f"schema {schema}: {err}"
+                ) from err
+        digest = self._catalog.store_table_object(table)
+
+        def mutate(old: TableVersion | None, number: int) -> TableVersion:
+            assert old is not None
+            objects = [digest] if overwrite else [*old.objects, digest]
+            rows = table.num_rows if overwrite else old.num_rows + table.num_rows
+            return old.model_copy(update={"version": number, "committed_at_ns": time.time_ns(),
+                                          "objects": objects, "num_rows": rows})
+
+        commit(self._catalog.store, self.name, TableVersion, mutate)
+
+
+def initial_table_version(schema: pa.Schema) -> TableVersion:
+    return TableVersion(format="rayform-table-version", format_version=FORMAT_VERSION, version=1,
+                        committed_at_ns=time.time_ns(), schema_ipc=schema_to_text(schema),
+                        objects=[], num_rows=0)
+
+
+__all__ = ["TableEntry", "initial_table_version"]

@@ -1,0 +1,181 @@
+"""Arrow tables the query plane serves: segment table, index ranges, aligned reads, entity data.
+
+Everything here is computed from metadata (segment table, index ranges) or from memory-mapped
+columns with ``numpy.searchsorted`` (aligned reads): no DataFusion window functions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from rayform.catalog._columns import (
+    LAST_UPDATED_AT,
+    LAYER_NAMES,
+    NUM_ROWS,
+    PROPERTY_PREFIX,
+    RANGE_END_SUFFIX,
+    RANGE_START_SUFFIX,
+    SEGMENT_ID,
+    SEGMENT_VERSION,
+    SIZE_BYTES,
+    STORAGE_URLS,
+    TimelineKind,
+    entity_of,
+)
+from rayform.catalog._metadata import SegmentRecord
+from rayform.catalog._schema import INDEX_TYPES, ContentFilter
+from rayform.catalog._segment_data import SegmentData
+
+
+def _property_type(values: list[Any]) -> pa.DataType:
+    present = [v for v in values if v is not None]
+    if not present:
+        return pa.string()
+    if all(isinstance(v, bool) for v in present):
+        return pa.bool_()
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.int64()
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return pa.float64()
+    return pa.string()
+
+
+def _property_column(values: list[Any]) -> pa.Array:
+    t = _property_type(values)
+    if t == pa.string():
+        values = [None if v is None else str(v) for v in values]
+    return pa.array(values, type=t)
+
+
+def entity_ranges(record: SegmentRecord, contents: ContentFilter | None
+                  ) -> dict[str, tuple[int, int]]:
+    """A segment's (start, end) on each timeline over the entities the filter keeps."""
+    out: dict[str, tuple[int, int]] = {}
+    for entity, idx in record.entities.items():
+        if contents is not None and not contents.matches(entity):
+            continue
+        for tl, r in idx.ranges.items():
+            prev = out.get(tl)
+            out[tl] = (r.start, r.end) if prev is None else (min(prev[0], r.start), max(prev[1], r.end))
+    return out
+
+
+def index_ranges_table(records: Sequence[SegmentRecord], timelines: Mapping[str, TimelineKind],
+                       contents: ContentFilter | None) -> pa.Table:
+    """``rerun_segment_id, <tl>:start, <tl>:end, …`` — one row per segment, from metadata."""
+    ranges = [entity_ranges(r, contents) for r in records]
+    cols: dict[str, pa.Array] = {SEGMENT_ID: pa.array([r.segment_id for r in records], pa.string())}
+    for tl, kind in timelines.items():
+        t = INDEX_TYPES[kind]
+        starts = [rg[tl][0] if tl in rg else None for rg in ranges]
+        ends = [rg[tl][1] if tl in rg else None for rg in ranges]
+        cols[tl + RANGE_START_SUFFIX] = pa.array(starts, pa.int64()).cast(t)
+        cols[tl + RANGE_END_SUFFIX] = pa.array(ends, pa.int64()).cast(t)
+    return pa.table(cols)
+
+
+def segment_table(records: Sequence[SegmentRecord], timelines: Mapping[str, TimelineKind],
+                  contents: ContentFilter | None, object_url: Any) -> pa.Table:
+    """The segment table: ids, layers, storage, size, version, properties, index ranges."""
+    cols: dict[str, pa.Array] = {
+        SEGMENT_ID: pa.array([r.segment_id for r in records], pa.string()),
+        LAYER_NAMES: pa.array([list(r.layers) for r in records], pa.list_(pa.string())),
+        STORAGE_URLS: pa.array([[object_url(layer.object) for layer in r.layers.values()]
+                                for r in records], pa.list_(pa.string())),
+        LAST_UPDATED_AT: pa.array([r.last_updated_at_ns for r in records], pa.int64()).cast(
+            pa.timestamp("ns")),
+        NUM_ROWS: pa.array([r.num_rows for r in records], pa.uint64()),
+        SIZE_BYTES: pa.array([r.size_bytes for r in records], pa.uint64()),
+        SEGMENT_VERSION: pa.array([r.version for r in records], pa.string()),
+    }
+    names = sorted({k for r in records for k in r.properties})
+    for name in names:
+        cols[PROPERTY_PREFIX + name] = _property_column([r.properties.get(name) for r in records])
+    ranges = index_ranges_table(records, timelines, contents)
+    for name in ranges.column_names[1:]:
+        cols[name] = ranges.column(name).combine_chunks()
+    return pa.table(cols)
+
+
+def _take_with_nulls(values: pa.Array, positions: npt.NDArray[np.int64]) -> pa.Array:
+    mask = positions < 0
+    idx = pa.array(np.where(mask, 0, positions), mask=mask, type=pa.int64())
+    if len(values) == 0:
+        return pa.nulls(len(positions), type=values.type)
+    return values.take(idx)
+
+
+def aligned_table(segments: Sequence[SegmentData], columns: Sequence[tuple[str, pa.DataType]],
+                  index: str, kind: TimelineKind, *, fill_latest_at: bool,
+                  index_values: Mapping[str, npt.NDArray[np.int64]] | None) -> pa.Table:
+    """One row per (segment, index value): latest-at (or exact) rows of every column.
+
+    Without ``index_values`` the rows are the distinct index values at which any of the columns
+    has data in that segment. Latest-at never crosses segments.
+    """
+    index_type = INDEX_TYPES[kind]
+    seg_ids: list[pa.Array] = []
+    idx_parts: list[npt.NDArray[np.int64]] = []
+    col_parts: dict[str, list[pa.Array]] = {name: [] for name, _ in columns}
+    for seg in segments:
+        present = [(n, t) for n, t in columns if seg.has_column(n)]
+        rows = {n: seg.column(n, index) for n, _ in present}
+        if index_values is not None:
+            values = index_values.get(seg.segment_id)
+            if values is None:
+                continue
+            query = np.asarray(values, dtype=np.int64)
+        else:
+            temporal = [r.index for r in rows.values() if not r.is_static and len(r)]
+            if not temporal:
+                continue
+            query = np.unique(np.concatenate(temporal))
+        seg_ids.append(pa.array([seg.segment_id] * len(query), pa.string()))
+        idx_parts.append(query)
+        for name, t in columns:
+            r = rows.get(name)
+            if r is None:
+                col_parts[name].append(pa.nulls(len(query), type=t))
+                continue
+            pos = r.latest_at(query) if fill_latest_at else r.exact(query)
+            col_parts[name].append(_take_with_nulls(r.values, pos).cast(t))
+    out: dict[str, pa.Array] = {
+        SEGMENT_ID: pa.concat_arrays(seg_ids) if seg_ids else pa.array([], pa.string()),
+        index: pa.array(np.concatenate(idx_parts) if idx_parts else np.zeros(0, np.int64),
+                        pa.int64()).cast(index_type),
+    }
+    for name, t in columns:
+        parts = col_parts[name]
+        out[name] = pa.concat_arrays(parts) if parts else pa.array([], type=t)
+    return pa.table(out)
+
+
+def entity_table(segments: Sequence[SegmentData], entity: str,
+                 columns: Sequence[tuple[str, pa.DataType]],
+                 timelines: Mapping[str, TimelineKind]) -> pa.Table:
+    """Every row an entity logged, across segments: segment id, its timelines, its components."""
+    parts: list[pa.Table] = []
+    wanted = [n for n, _ in columns if entity_of(n) == entity]
+    schema_fields = [pa.field(SEGMENT_ID, pa.string())]
+    schema_fields += [pa.field(tl, INDEX_TYPES[k]) for tl, k in timelines.items()]
+    schema_fields += [pa.field(n, t) for n, t in columns if n in wanted]
+    schema = pa.schema(schema_fields)
+    for seg in segments:
+        for header, table in seg.files():
+            blocks = [b for b in (header.entities.get(entity), header.static_entities.get(entity))
+                      if b is not None]
+            for block in blocks:
+                part = table.slice(block.start, block.stop - block.start)
+                arrays = [pa.array([seg.segment_id] * part.num_rows, pa.string())]
+                for f in schema_fields[1:]:
+                    if f.name in part.column_names:
+                        arrays.append(part.column(f.name).combine_chunks().cast(f.type))
+                    else:
+                        arrays.append(pa.nulls(part.num_rows, type=f.type))
+                parts.append(pa.Table.from_arrays(arrays, schema=schema))
+    return pa.concat_tables(parts) if parts else schema.empty_table()

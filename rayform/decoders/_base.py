@@ -1,0 +1,116 @@
+"""The batch decoder contract: ColumnDecoder, DecodeRequest and FieldBatch (Rerun 0.41 shape).
+
+A decoder receives one :class:`FieldBatch` per field per fetch block or map batch (the rows the
+data plane gathered for that field, grouped by segment and ascending in the index) and the
+:class:`DecodeRequest` s of the samples in that block, and returns one decoded value (or ``None``
+for missing data) per request.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+import numpy as np
+import pyarrow as pa
+
+if TYPE_CHECKING:
+    import torch
+
+IndexValue: TypeAlias = int | np.datetime64 | np.timedelta64
+Selector: TypeAlias = Callable[[pa.Array], pa.Array]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeRequest:
+    """What one sample needs from one field.
+
+    Attributes:
+        sample_position: where the result goes in the block.
+        segment_id: the segment the rows come from.
+        index_value: the sample's index value.
+        decode_row_indices: every batch row needed to decode (for video: keyframe to last output).
+        output_row_indices: the batch row served at each output position (repeats allowed,
+            latest-at snapping); one entry when the field has no window.
+        starts_at_keyframe: ``decode_row_indices[0]`` is a keyframe (video only).
+    """
+
+    sample_position: int
+    segment_id: str
+    index_value: IndexValue
+    decode_row_indices: tuple[int, ...]
+    output_row_indices: tuple[int, ...]
+    starts_at_keyframe: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.output_row_indices:
+            raise ValueError("DecodeRequest.output_row_indices must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True, eq=False)
+class FieldBatch:
+    """The rows of one field for one block: an outer Arrow ``List`` column (one list per row).
+
+    Attributes:
+        column: the component column, ``pa.list_`` typed.
+        select: an optional row-count-preserving function applied to the rows taken.
+        is_windowed: the field has a window (outputs are stacked ``[T, ...]``).
+    """
+
+    column: pa.Array
+    select: Selector | None = None
+    is_windowed: bool = False
+
+    def __post_init__(self) -> None:
+        if not pa.types.is_list(self.column.type):
+            raise TypeError(
+                f"FieldBatch.column must have an outer Arrow List type (one list per row), "
+                f"got {self.column.type}"
+            )
+
+    def take_rows(self, rows: Sequence[int]) -> pa.Array:
+        """Gather ``rows`` of the column and apply ``select``."""
+        taken = self.column.take(pa.array(rows, type=pa.int64()))
+        if self.select is None:
+            return taken
+        selected = self.select(taken)
+        if len(selected) != len(taken):
+            raise ValueError(
+                f"Field select changed the row count from {len(taken)} to {len(selected)}; "
+                "windowed and batched fields need a selector that keeps one value per row"
+            )
+        return selected
+
+    def take_decode_rows(self, request: DecodeRequest) -> pa.Array:
+        return self.take_rows(request.decode_row_indices)
+
+    def take_output_rows(self, request: DecodeRequest) -> pa.Array:
+        return self.take_rows(request.output_row_indices)
+
+
+class ColumnDecoder(ABC):
+    """Turns the Arrow rows of one field into tensors, one per request (``None`` = missing)."""
+
+    @abstractmethod
+    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> list[Any]:
+        """Decode every request of a block; the result aligns 1:1 with ``requests``.
+
+        Returns ``list[torch.Tensor | None]`` (or another decoded value type such as YUV planes).
+        """
+
+    def prior_keyframe_path(self, field_path: str) -> str | None:
+        """The sibling column holding keyframe flags, for decoders that need a keyframe."""
+        return None
+
+    @property
+    def fill_latest_at(self) -> bool:
+        """Outputs map to the latest row at or before each output index value."""
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+DecodedValue: TypeAlias = "torch.Tensor | Any"

@@ -1,0 +1,146 @@
+"""The one exception hierarchy of rayform.
+
+Every class also inherits the builtin a caller would naturally catch::
+
+    RayformError
+    ├── CatalogError
+    │   ├── CatalogNotFoundError     (FileNotFoundError)  no catalog at that URL
+    │   ├── EntryNotFoundError       (LookupError)        unknown dataset or table
+    │   ├── EntryExistsError         (FileExistsError)    name already taken
+    │   ├── SegmentNotFoundError     (LookupError)        unknown segment id
+    │   ├── DuplicateSegmentError    (ValueError)         segment+layer already registered
+    │   ├── InvalidNameError         (ValueError)         bad entry name / segment id / layer
+    │   ├── SchemaConflictError      (TypeError)          column type differs from the dataset's
+    │   ├── CorruptMetadataError     (ValueError)         damaged or foreign metadata file
+    │   ├── CommitConflictError      (RuntimeError)       gave up after repeated concurrent commits
+    │   └── ReadOnlyCatalogError     (PermissionError)    write to an https:// catalog
+    ├── SourceNotFoundError          (FileNotFoundError)  a file to register does not exist
+    ├── FormatError                  (ValueError)
+    │   ├── UnknownFormatError                            no importer recognises the file
+    │   └── CorruptRecordingError                         truncated / damaged recording
+    ├── ColumnNotFoundError          (KeyError)           unknown column or timeline
+    ├── QueryError                   (ValueError)         DataFusion rejected a query
+    ├── ConfigError                  (ValueError)         bad dataloader / decoder configuration
+    ├── DecodeError                  (ValueError)         a blob could not be decoded
+    └── RemoteError                  (OSError)            object store / network failure
+        └── OfflineError                                  RAYFORM_OFFLINE=1 and object not cached
+"""
+
+from __future__ import annotations
+
+
+class RayformError(Exception):
+    """Base class of every error rayform raises on purpose."""
+
+
+class CatalogError(RayformError):
+    """Something about the catalog, its entries or segments."""
+
+
+class CatalogNotFoundError(CatalogError, FileNotFoundError):
+    """No catalog exists at the given URL."""
+
+
+class EntryNotFoundError(CatalogError, LookupError):
+    """No dataset or table with that name."""
+
+
+class EntryExistsError(CatalogError, FileExistsError):
+    """A dataset or table with that name already exists."""
+
+
+class SegmentNotFoundError(CatalogError, LookupError):
+    """No segment with that id in the dataset."""
+
+
+class DuplicateSegmentError(CatalogError, ValueError):
+    """The segment id and layer are already registered and on_duplicate is 'error'."""
+
+
+class InvalidNameError(CatalogError, ValueError):
+    """An entry name, segment id or layer name that is not allowed."""
+
+
+class SchemaConflictError(CatalogError, TypeError):
+    """A column's Arrow type conflicts with what the dataset already holds."""
+
+
+class CorruptMetadataError(CatalogError, ValueError):
+    """A metadata file is damaged, truncated, foreign, or of an unknown format version."""
+
+
+class CommitConflictError(CatalogError, RuntimeError):
+    """A metadata commit kept losing races with concurrent writers."""
+
+
+class ReadOnlyCatalogError(CatalogError, PermissionError):
+    """The catalog's storage cannot be written (for example an https:// catalog)."""
+
+
+class SourceNotFoundError(RayformError, FileNotFoundError):
+    """A file or folder given to register or import does not exist."""
+
+
+class FormatError(RayformError, ValueError):
+    """A recording file or folder could not be read."""
+
+
+class UnknownFormatError(FormatError):
+    """No importer recognises the file or folder."""
+
+
+class CorruptRecordingError(FormatError):
+    """A recording is truncated or damaged."""
+
+
+class ColumnNotFoundError(RayformError, KeyError):
+    """An unknown column, entity or timeline was asked for."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class QueryError(RayformError, ValueError):
+    """DataFusion rejected a query (malformed SQL, unknown table, bad parameter)."""
+
+
+class ConfigError(RayformError, ValueError):
+    """A dataloader, decoder or sampling configuration that cannot work."""
+
+
+class DecodeError(RayformError, ValueError):
+    """An encoded blob (image, video packet) could not be decoded."""
+
+
+class RemoteError(RayformError, OSError):
+    """An object store or HTTP server failed after retries."""
+
+
+class OfflineError(RemoteError):
+    """RAYFORM_OFFLINE=1 forbids the network and the object is not in the local cache."""
+
+
+__all__ = [
+    "CatalogError",
+    "CatalogNotFoundError",
+    "ColumnNotFoundError",
+    "CommitConflictError",
+    "ConfigError",
+    "CorruptMetadataError",
+    "CorruptRecordingError",
+    "DecodeError",
+    "DuplicateSegmentError",
+    "EntryExistsError",
+    "EntryNotFoundError",
+    "FormatError",
+    "InvalidNameError",
+    "OfflineError",
+    "QueryError",
+    "RayformError",
+    "ReadOnlyCatalogError",
+    "RemoteError",
+    "SchemaConflictError",
+    "SegmentNotFoundError",
+    "SourceNotFoundError",
+    "UnknownFormatError",
+]
