@@ -28,6 +28,14 @@ VIDEO_IS_KEYFRAME: Final = "VideoStream:is_keyframe"
 VIDEO_CODEC: Final = "VideoStream:codec"
 TEXT_DOCUMENT: Final = "TextDocument:text"
 
+# Video assets: an MP4 kept as-is (a content-addressed asset of the segment) plus a per-frame index.
+# Static on the entity: the asset's sha256 and media type. One row per frame: its presentation
+# time inside the asset (ns) and its keyframe flag, on the recording's timelines.
+VIDEO_ASSET: Final = "AssetVideo:asset"
+VIDEO_ASSET_MEDIA_TYPE: Final = "AssetVideo:media_type"
+VIDEO_FRAME_TIMESTAMP: Final = "VideoFrameReference:timestamp"
+VIDEO_FRAME_IS_KEYFRAME: Final = "VideoFrameReference:is_keyframe"
+
 TimelineKind = Literal["sequence", "timestamp", "duration"]
 TIMELINE_KINDS: Final[tuple[TimelineKind, ...]] = ("sequence", "timestamp", "duration")
 

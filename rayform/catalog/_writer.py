@@ -33,7 +33,11 @@ from rayform.catalog._columns import (
     ENCODED_IMAGE_MEDIA_TYPE,
     PROPERTIES_ENTITY,
     SCALARS,
+    VIDEO_ASSET,
+    VIDEO_ASSET_MEDIA_TYPE,
     VIDEO_CODEC,
+    VIDEO_FRAME_IS_KEYFRAME,
+    VIDEO_FRAME_TIMESTAMP,
     VIDEO_IS_KEYFRAME,
     VIDEO_SAMPLE,
     TimelineKind,
@@ -263,6 +267,33 @@ class RecordingWriter:
             },
         )
         self.log_static(entity_path, components={VIDEO_CODEC: codec})
+
+    def log_video_asset(self, entity_path: str, video: str | os.PathLike[str] | bytes, *,
+                        timelines: Mapping[str, TimelineLike], frame_timestamps_ns: npt.ArrayLike,
+                        is_keyframe: npt.ArrayLike, media_type: str = "video/mp4") -> str:
+        """Attach a video file kept as-is, plus one row per frame (its pts in ns, keyframe flag).
+
+        Returns the asset's sha256. Frame ``i`` is shown at the timelines' ``i``-th values.
+        """
+        pts = np.asarray(frame_timestamps_ns, dtype=np.int64)
+        flags = np.asarray(is_keyframe, dtype=bool)
+        if pts.shape != flags.shape or pts.ndim != 1:
+            raise ConfigError(
+                f"entity {entity_path!r}: frame_timestamps_ns {pts.shape} and is_keyframe "
+                f"{flags.shape} must be 1-D arrays of the same length"
+            )
+        digest = self.add_asset(video, media_type=media_type)
+        self.log_columns(
+            entity_path,
+            timelines=timelines,
+            components={
+                VIDEO_FRAME_TIMESTAMP: _wrap_rows(pa.array(pts, type=pa.int64())),
+                VIDEO_FRAME_IS_KEYFRAME: _wrap_rows(pa.array(flags, type=pa.bool_())),
+            },
+        )
+        self.log_static(entity_path, components={VIDEO_ASSET: digest,
+                                                  VIDEO_ASSET_MEDIA_TYPE: media_type})
+        return digest
 
     # ------------------------------------------------------------------------------ output
     def build_table(self) -> tuple[RecordingHeader, pa.Table]:

@@ -57,11 +57,15 @@ class FieldBatch:
         column: the component column, ``pa.list_`` typed.
         select: an optional row-count-preserving function applied to the rows taken.
         is_windowed: the field has a window (outputs are stacked ``[T, ...]``).
+        open_segment: returns the segment's data-plane handle
+            (:class:`rayform.catalog.SegmentData`) for decoders that need more than the column
+            (static columns, attached assets such as MP4 files); ``None`` when unavailable.
     """
 
     column: pa.Array
     select: Selector | None = None
     is_windowed: bool = False
+    open_segment: Callable[[str], Any] | None = None
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):
