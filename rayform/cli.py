@@ -1,0 +1,176 @@
+"""The ``rayform`` command: catalogs, registration, SQL, and the demo."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from rayform._defaults import default_catalog_url
+from rayform._text_table import format_table
+from rayform.errors import RayformError
+
+
+def _catalog(args: argparse.Namespace) -> object:
+    from rayform.catalog import Catalog
+
+    return Catalog.open(args.catalog)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    cat = Catalog.create(args.catalog)
+    print(f"catalog ready at {cat.url}")
+    return 0
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    cat = Catalog.open(args.catalog)
+    dataset = cat.create_dataset(args.dataset, exist_ok=True) if args.create \
+        else cat.get_dataset(args.dataset)
+    result = dataset.register(args.paths, layer_name=args.layer, on_duplicate=args.on_duplicate,
+                              progress=True).wait()
+    print(f"registered {len(result.segment_ids)} segment(s) into {args.dataset!r}: "
+          + ", ".join(result.segment_ids[:10]) + (" …" if len(result.segment_ids) > 10 else ""))
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
+    from rayform.catalog import Catalog
+
+    cat = Catalog.open(args.catalog)
+    rows = [{"dataset": d.name, "segments": len(d.segment_ids()), "version": d.snapshot_version}
+            for d in cat.datasets()]
+    print(format_table(pa.Table.from_pylist(rows) if rows else pa.table({"dataset": []})))
+    return 0
+
+
+def cmd_segments(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    dataset = Catalog.open(args.catalog).get_dataset(args.dataset)
+    print(format_table(dataset.segment_table_arrow(), max_rows=args.limit))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
+    from rayform.catalog import Catalog
+
+    schema = Catalog.open(args.catalog).get_dataset(args.dataset).schema()
+    rows = [{"column": name, "kind": "index", "type": f"{schema.timelines[name]} "
+             f"({schema.field(name).type})"} for name in schema.index_columns()]
+    rows += [{"column": name, "kind": "component", "type": str(schema.field(name).type)}
+             for name in schema.component_columns()]
+    print(format_table(pa.Table.from_pylist(rows) if rows else pa.table({"column": []}),
+                       max_rows=1000))
+    return 0
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, object]:
+    params: dict[str, object] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--param {item!r}: expected NAME=VALUE")
+        value: object = text
+        for conv in (int, float):
+            try:
+                value = conv(text)
+                break
+            except ValueError:
+                continue
+        if text in ("true", "false"):
+            value = text == "true"
+        params[name] = value
+    return params
+
+
+def cmd_sql(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+    from rayform.catalog._query import run_query
+
+    cat = Catalog.open(args.catalog)
+    df = cat.sql(args.query, param_values=_parse_params(args.param) or None)
+    print(format_table(run_query(df.to_arrow_table, "SQL query"), max_rows=args.limit))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rayform.catalog._query import run_query
+    from rayform.demo import SUMMARY_SQL, DemoSpec, build_demo
+
+    spec = DemoSpec(num_episodes=args.episodes)
+    print(f"writing the demo catalog at {args.catalog} …", file=sys.stderr)
+    dataset = build_demo(args.catalog, spec, replace=args.replace, progress=True)
+    print(f"dataset {dataset.name!r}: {len(dataset.segment_ids())} episodes, "
+          f"columns: {', '.join(dataset.schema().component_columns())}")
+    table = run_query(dataset.catalog.sql(SUMMARY_SQL).to_arrow_table, "demo summary")
+    print(format_table(table))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rayform", description=__doc__)
+    parser.add_argument("--catalog", default=None,
+                        help="catalog URL or directory (default: $RAYFORM_CATALOG or "
+                             "~/.local/share/rayform/catalog)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("init", help="create a catalog")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("register", help="register recordings (files or folders) as segments")
+    p.add_argument("dataset")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--layer", default="base")
+    p.add_argument("--on-duplicate", choices=["error", "skip", "replace"], default="error")
+    p.add_argument("--create", action="store_true", help="create the dataset if missing")
+    p.set_defaults(func=cmd_register)
+
+    p = sub.add_parser("datasets", help="list datasets")
+    p.set_defaults(func=cmd_datasets)
+
+    p = sub.add_parser("segments", help="print a dataset's segment table")
+    p.add_argument("dataset")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=cmd_segments)
+
+    p = sub.add_parser("schema", help="print a dataset's columns")
+    p.add_argument("dataset")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("sql", help="run a SQL query and print the result")
+    p.add_argument("query")
+    p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a $NAME parameter value (repeatable)")
+    p.add_argument("--limit", type=int, default=50)
+    p.set_defaults(func=cmd_sql)
+
+    p = sub.add_parser("demo", help="write the demo catalog and print a SQL summary")
+    p.add_argument("--episodes", type=int, default=4)
+    p.add_argument("--replace", action="store_true", help="rewrite the demo episodes")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.catalog is None:
+        args.catalog = default_catalog_url()
+    try:
+        return int(args.func(args))
+    except RayformError as err:
+        print(f"rayform: error: {err}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
