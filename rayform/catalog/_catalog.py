@@ -190,6 +190,10 @@ class Catalog:
         """This process's DataFusion context with every dataset and table registered."""
         return self._query.sync()
 
+    def from_arrow(self, table: pa.Table) -> datafusion.DataFrame:
+        """Wrap an Arrow table as a DataFrame of this process's context (no catalog sync)."""
+        return self._query.ctx.from_arrow(table)
+
     def sql(self, query: str, param_values: dict[str, Any] | None = None
             ) -> datafusion.DataFrame:
         """Run SQL over segment tables, index ranges, per-entity data and tables.

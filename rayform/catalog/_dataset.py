@@ -208,9 +208,9 @@ class DatasetView:
                       join_key: str = SEGMENT_ID) -> datafusion.DataFrame:
         """The segment table as a DataFusion DataFrame (optionally joined with ``join_meta``)."""
         table = self.segment_table_arrow()
-        df = self._catalog.ctx.from_arrow(table)
+        df = self._catalog.from_arrow(table)
         if join_meta is not None:
-            meta = self._catalog.ctx.from_arrow(join_meta) if isinstance(join_meta, pa.Table) \
+            meta = self._catalog.from_arrow(join_meta) if isinstance(join_meta, pa.Table) \
                 else join_meta
             df = df.join(meta, left_on=join_key, right_on=join_key, how="left")
         return df
@@ -224,7 +224,7 @@ class DatasetView:
 
     def get_index_ranges(self) -> datafusion.DataFrame:
         """``rerun_segment_id, <tl>:start, <tl>:end`` per segment, from metadata (no data scan)."""
-        return self._catalog.ctx.from_arrow(self.index_ranges_arrow())
+        return self._catalog.from_arrow(self.index_ranges_arrow())
 
     def index_ranges_arrow(self) -> pa.Table:
         timelines = self._snapshot.timelines if self._snapshot else {}
@@ -241,7 +241,7 @@ class DatasetView:
         ``fill_latest_at`` each column holds its latest value at or before the row's index value
         within the same segment (never across segments); otherwise only exact matches.
         """
-        return self._catalog.ctx.from_arrow(
+        return self._catalog.from_arrow(
             self.reader_arrow(index, fill_latest_at=fill_latest_at,
                               using_index_values=using_index_values))
 

@@ -10,7 +10,7 @@ Files:
 from __future__ import annotations
 
 import json
-from typing import Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -18,7 +18,7 @@ from rayform.catalog._columns import TimelineKind
 from rayform.catalog._recording import PropertyValue
 from rayform.errors import CorruptMetadataError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION: Final = 1
 
 _Model = TypeVar("_Model", bound=BaseModel)
 

@@ -5,15 +5,15 @@ under a single wide schema: one column per timeline (``int64``, ``timestamp[ns]`
 ``duration[ns]``; null where the entity has no value on that timeline, and on static rows) and one
 ``List`` column per component (null on other entities' rows). The schema metadata key
 ``rayform:recording`` carries a JSON header (:class:`RecordingHeader`) naming the recording id,
-properties, timelines, entity row ranges (temporal and static blocks apart) and attached assets (content-addressed side files such as
-MP4 videos).
+properties, timelines, entity row ranges (temporal and static blocks apart) and attached assets
+(content-addressed side files such as MP4 videos).
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -22,8 +22,8 @@ from rayform.catalog._columns import TimelineKind
 from rayform.errors import CorruptRecordingError
 
 HEADER_KEY = b"rayform:recording"
-RECORDING_FORMAT = "rayform-recording"
-RECORDING_FORMAT_VERSION = 1
+RECORDING_FORMAT: Final = "rayform-recording"
+RECORDING_FORMAT_VERSION: Final = 1
 RECORDING_SUFFIX = ".rfr"
 
 PropertyValue = str | int | float | bool | None

@@ -64,7 +64,8 @@ def index_to_int64(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
         arr = arr.combine_chunks()
     if not pa.types.is_int64(arr.type):
         arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else arr.cast(pa.int64())
-    return arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    out: npt.NDArray[np.int64] = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    return out
 
 
 class SegmentData:

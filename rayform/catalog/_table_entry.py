@@ -51,7 +51,7 @@ class TableEntry:
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def reader(self) -> datafusion.DataFrame:
-        return self._catalog.ctx.from_arrow(self.to_arrow())
+        return self._catalog.from_arrow(self.to_arrow())
 
     def append(self, data: pa.Table | pa.RecordBatch | None = None, **columns: Any) -> None:
         """Append rows (a table, a batch, or named columns) whose schema matches the table's."""

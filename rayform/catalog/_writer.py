@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -53,8 +53,8 @@ from rayform.catalog._recording import (
 )
 from rayform.errors import ConfigError, SchemaConflictError
 
-TimelineLike = npt.ArrayLike | pa.Array
-ComponentLike = npt.ArrayLike | pa.Array | Sequence[Any]
+TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
+ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
 
 ASSETS_SUFFIX = ".assets"
 
@@ -101,11 +101,11 @@ def component_array(name: str, values: ComponentLike, num_rows: int) -> pa.Array
     elif isinstance(values, list | tuple) and values and isinstance(values[0], bytes | bytearray):
         arr = _wrap_rows(pa.array(values, type=pa.binary()))
     else:
-        np_values = np.asarray(values)
+        np_values: npt.NDArray[Any] = np.asarray(values)
         if np_values.dtype.kind in "biuf":
             arr = _numpy_to_list(np_values)
         else:
-            arr = _wrap_rows(pa.array(list(values)))  # type: ignore[arg-type]
+            arr = _wrap_rows(pa.array(list(np_values)))
     if len(arr) != num_rows:
         raise ConfigError(
             f"component {name!r} has {len(arr)} rows but its timelines have {num_rows}; "
@@ -360,7 +360,7 @@ class RecordingWriter:
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        header, table = self.build_table()
+        _, table = self.build_table()
         self._path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._path.with_name(f".{self._path.name}.tmp-{os.getpid()}")
         with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:

@@ -1,0 +1,87 @@
+"""The ``rayform`` command end to end: init, register, listings, SQL, errors, demo."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rayform.catalog import Catalog, RecordingWriter
+from rayform.cli import main
+
+
+def _recording(path: Path, recording_id: str, *, success: bool) -> Path:
+    with RecordingWriter(path, recording_id=recording_id) as rec:
+        rec.set_properties(task="pick", success=success)
+        rec.log_scalars("/joints/position", timelines={"frame_index": np.arange(5)},
+                        values=np.arange(35, dtype=np.float64).reshape(5, 7))
+    return path
+
+
+def test_init_register_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cat = str(tmp_path / "cat")
+    assert main(["--catalog", cat, "init"]) == 0
+    recs = [str(_recording(tmp_path / f"e{i}.rfr", f"e{i}", success=i == 0)) for i in range(2)]
+    assert main(["--catalog", cat, "register", "robots", *recs, "--create"]) == 0
+    assert Catalog.open(cat).get_dataset("robots").segment_ids() == ["e0", "e1"]
+    capsys.readouterr()
+
+    assert main(["--catalog", cat, "datasets"]) == 0
+    out = capsys.readouterr().out
+    assert "robots" in out and "| 2 " in out
+
+    assert main(["--catalog", cat, "segments", "robots"]) == 0
+    out = capsys.readouterr().out
+    assert "e0" in out and "e1" in out and "property:task" in out
+
+    assert main(["--catalog", cat, "schema", "robots"]) == 0
+    out = capsys.readouterr().out
+    assert "/joints/position:Scalars:scalars" in out and "frame_index" in out
+
+    query = 'SELECT rerun_segment_id FROM robots.segments WHERE "property:success" = $ok'
+    assert main(["--catalog", cat, "sql", query, "--param", "ok=true"]) == 0
+    out = capsys.readouterr().out
+    assert "e0" in out and "e1" not in out and "(1 rows)" in out
+
+
+def test_errors_are_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cat = str(tmp_path / "cat")
+    main(["--catalog", cat, "init"])
+    capsys.readouterr()
+    assert main(["--catalog", cat, "sql", "SELEC nonsense"]) == 1
+    assert "SQL" in capsys.readouterr().err
+    assert main(["--catalog", cat, "register", "robots", str(tmp_path / "missing.rfr"),
+                 "--create"]) == 1
+    assert "missing.rfr" in capsys.readouterr().err
+    assert main(["--catalog", cat, "segments", "nope"]) == 1
+    assert "nope" in capsys.readouterr().err
+    assert main(["--catalog", str(tmp_path / "not-a-catalog"), "datasets"]) == 1
+    assert "rayform init" in capsys.readouterr().err
+
+
+def test_demo_writes_catalog_and_prints_summary(tmp_path: Path) -> None:
+    pytest.importorskip("av")
+    pytest.importorskip("PIL")
+    cat = tmp_path / "demo-cat"
+    proc = subprocess.run([sys.executable, "-m", "rayform.cli", "--catalog", str(cat), "demo"],
+                          capture_output=True, text=True, check=False, timeout=240)
+    assert proc.returncode == 0, proc.stderr
+    assert "pick up the red cube" in proc.stdout and "open the drawer" in proc.stdout
+    dataset = Catalog.open(cat).get_dataset("demo")
+    assert len(dataset.segment_ids()) == 4
+    columns = set(dataset.schema().component_columns())
+    assert {"/joints/position:Scalars:scalars", "/cam0/rgb:EncodedImage:blob",
+            "/wrist/rgb:VideoStream:sample", "/wrist/rgb:VideoStream:is_keyframe"} <= columns
+    seg = dataset.open_segment(dataset.segment_ids()[0])
+    joints = seg.column("/joints/position:Scalars:scalars", "real_time")
+    cam = seg.column("/cam0/rgb:EncodedImage:blob", "real_time")
+    keyframes = seg.column("/wrist/rgb:VideoStream:is_keyframe", "real_time")
+    assert len(joints) == 400 and len(cam) == 120 and len(keyframes) == 120
+    # 100 Hz joints, 30 Hz cameras
+    assert np.all(np.diff(joints.index) == 10_000_000)
+    assert abs(float(np.median(np.diff(cam.index))) - 1e9 / 30) < 1
+    flags = [row[0] for row in keyframes.values.to_pylist()]
+    assert flags[0] is True and sum(flags) == 4  # GOP 30 over 120 frames
