@@ -88,7 +88,7 @@ def write_episode(path: Path, episode: int, spec: DemoSpec) -> Path:
     delta = np.diff(position, axis=0, append=position[-1:]).astype(np.float32)
     frames = _frames(rng, n_cam, phase=float(episode))
     packets, keyframes = encode_video_packets(frames, codec="h264", gop=spec.gop,
-                                              fps=spec.camera_rate_hz)
+                                              fps=round(spec.camera_rate_hz))
     task = TASKS[episode % len(TASKS)]
     with RecordingWriter(path, recording_id=f"episode_{episode:03d}") as rec:
         rec.set_properties(task=task, success=bool(rng.random() < 0.7),

@@ -24,6 +24,11 @@ Every class also inherits the builtin a caller would naturally catch::
     ├── DecodeError                  (ValueError)         a blob could not be decoded
     └── RemoteError                  (OSError)            object store / network failure
         └── OfflineError                                  RAYFORM_OFFLINE=1 and object not cached
+
+Warnings (not errors; ``warnings.warn`` categories)::
+
+    ConversionWarning                (UserWarning)        an importer skipped part of a source or
+                                                          kept it as raw bytes
 """
 
 from __future__ import annotations
@@ -120,12 +125,17 @@ class OfflineError(RemoteError):
     """RAYFORM_OFFLINE=1 forbids the network and the object is not in the local cache."""
 
 
+class ConversionWarning(UserWarning):
+    """An importer registered a source but skipped part of it or kept it undecoded (raw bytes)."""
+
+
 __all__ = [
     "CatalogError",
     "CatalogNotFoundError",
     "ColumnNotFoundError",
     "CommitConflictError",
     "ConfigError",
+    "ConversionWarning",
     "CorruptMetadataError",
     "CorruptRecordingError",
     "DecodeError",

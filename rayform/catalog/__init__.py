@@ -10,25 +10,42 @@ from rayform.catalog._dataset import (
     RegistrationResult,
 )
 from rayform.catalog._importers import Importer, register_importer
+from rayform.catalog._listing import index_catalog
+from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._registration import OnDuplicate
 from rayform.catalog._schema import ContentFilter, Schema
 from rayform.catalog._segment_data import ColumnRows, SegmentData
+from rayform.catalog._slices import Slice, SliceSegment, TimeRange
+from rayform.catalog._statistics import (
+    ColumnStatistics,
+    DatasetStatistics,
+    compute_statistics,
+)
 from rayform.catalog._table_entry import TableEntry
 from rayform.catalog._writer import RecordingWriter
 
 __all__ = [
     "Catalog",
     "ColumnRows",
+    "ColumnStatistics",
     "ContentFilter",
     "DatasetEntry",
+    "DatasetStatistics",
     "DatasetView",
     "Importer",
     "OnDuplicate",
+    "PullResult",
     "RecordingWriter",
     "RegistrationHandle",
     "RegistrationResult",
     "Schema",
     "SegmentData",
+    "Slice",
+    "SliceSegment",
     "TableEntry",
+    "TimeRange",
+    "compute_statistics",
+    "index_catalog",
+    "pull_slice",
     "register_importer",
 ]

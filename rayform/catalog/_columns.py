@@ -27,6 +27,12 @@ VIDEO_SAMPLE: Final = "VideoStream:sample"
 VIDEO_IS_KEYFRAME: Final = "VideoStream:is_keyframe"
 VIDEO_CODEC: Final = "VideoStream:codec"
 TEXT_DOCUMENT: Final = "TextDocument:text"
+# Poses (Rerun's Transform3D): translation [3] and rotation quaternion [4] (x, y, z, w). The
+# coordinate convention they are expressed in is the segment property FRAME_CONVENTION_PROPERTY.
+TRANSFORM_TRANSLATION: Final = "Transform3D:translation"
+TRANSFORM_QUATERNION: Final = "Transform3D:quaternion"
+FRAME_CONVENTION_PROPERTY: Final = "frame_convention"
+SITE_PROPERTY: Final = "site"
 
 # Video assets: an MP4 kept as-is (a content-addressed asset of the segment) plus a per-frame index.
 # Static on the entity: the asset's sha256 and media type. One row per frame: its presentation

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,26 +23,36 @@ import pyarrow as pa
 from rayform.catalog._columns import DEFAULT_LAYER, SEGMENT_ID
 from rayform.catalog._importers import find_importer
 from rayform.catalog._metadata import DatasetVersion, EntryMeta, SegmentRecord
-from rayform.catalog._names import validate_layer_name
+from rayform.catalog._names import validate_layer_name, validate_segment_id
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
     apply_registration,
     apply_unregistration,
-    prepare_layer,
+    inspect_layer,
     schema_from_text,
+    store_layer,
 )
 from rayform.catalog._schema import INDEX_TYPES, ContentFilter, Schema
 from rayform.catalog._segment_data import SegmentData
 from rayform.catalog._store import object_key
 from rayform.catalog._tables import aligned_table, index_ranges_table, segment_table
 from rayform.catalog._versions import commit, latest_version_number, load_version
-from rayform.errors import ColumnNotFoundError, ConfigError, SegmentNotFoundError
+from rayform.errors import (
+    ColumnNotFoundError,
+    ConfigError,
+    DuplicateSegmentError,
+    EntryNotFoundError,
+    SegmentNotFoundError,
+)
 
 if TYPE_CHECKING:
     import datafusion
 
     from rayform.catalog._catalog import Catalog
+
+
+STORE_THREADS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +327,19 @@ def _as_int64(values: Any) -> npt.NDArray[np.int64]:
     return arr.astype(np.int64)
 
 
+def require_distinct(layers: Sequence[PreparedLayer]) -> None:
+    """Refuse a registration that holds the same segment id and layer twice."""
+    seen: set[tuple[str, str]] = set()
+    for prep in layers:
+        key = (prep.segment_id, prep.layer_name)
+        if key in seen:
+            raise DuplicateSegmentError(
+                f"segment {prep.segment_id!r} layer {prep.layer_name!r} appears twice in this "
+                "registration; give each recording a distinct recording id"
+            )
+        seen.add(key)
+
+
 class DatasetEntry(DatasetView):
     """A dataset of the catalog: a view of its newest snapshot, plus registration."""
 
@@ -357,13 +381,17 @@ class DatasetEntry(DatasetView):
                  progress: bool | None = None) -> RegistrationHandle:
         """Register recordings (files or folders, any supported format) as segments.
 
-        All sources are converted and stored first, then committed in one atomic step: either
-        every segment lands or none does.
+        All sources are converted and validated first, then stored, then committed in one
+        atomic step: either every segment lands or none does. Bad input is refused before anything
+        is written; when nothing is left to register (no sources, or all skipped) no snapshot is
+        committed.
 
         Raises:
             SourceNotFoundError, UnknownFormatError, CorruptRecordingError: bad input.
+            InvalidNameError: a layer name or recording id with a path separator or ``..``.
             DuplicateSegmentError: an id+layer exists and ``on_duplicate='error'``.
             SchemaConflictError: a column type differs from the dataset's.
+            ConfigError: an unknown ``on_duplicate`` or mismatched ``layer_name`` list.
         """
         paths = [Path(uris)] if isinstance(uris, str | os.PathLike) else [Path(u) for u in uris]
         layers = [layer_name] * len(paths) if isinstance(layer_name, str) else list(layer_name)
@@ -374,11 +402,20 @@ class DatasetEntry(DatasetView):
             )
         for layer in layers:
             validate_layer_name(layer)
-        policy = OnDuplicate(on_duplicate)
+        try:
+            policy = OnDuplicate(on_duplicate)
+        except ValueError:
+            raise ConfigError(
+                f"register: on_duplicate={on_duplicate!r} is not one of "
+                f"{[p.value for p in OnDuplicate]}"
+            ) from None
         self._catalog.require_writable()
         staging = self._catalog.store.staging_dir()
         try:
-            prepared = self._prepare(paths, layers, staging, progress)
+            prepared = self._prepare(paths, layers, staging, progress, policy)
+            if not prepared:  # nothing to register (or everything skipped): no new snapshot
+                self.refresh()
+                return RegistrationHandle(RegistrationResult(segment_ids=[]))
             snapshot, touched = self._commit_registration(prepared, policy)
         finally:
             import shutil
@@ -388,32 +425,39 @@ class DatasetEntry(DatasetView):
         return RegistrationHandle(RegistrationResult(segment_ids=touched))
 
     def _prepare(self, paths: list[Path], layers: list[str], staging: Path,
-                 progress: bool | None) -> list[PreparedLayer]:
+                 progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR
+                 ) -> list[PreparedLayer]:
+        """Convert, validate and store the sources; nothing is written before all validate.
+
+        Bad input (a missing file, an unknown format, a damaged recording, a duplicate, a type
+        conflict with the dataset's newest snapshot) is found before any object is stored.
+        """
         from tqdm import tqdm
 
+        importers = [find_importer(path) for path in paths]
         show = progress if progress is not None else (len(paths) > 1 and sys.stderr.isatty())
-        prepared: list[PreparedLayer] = []
-        for i, (path, layer) in enumerate(tqdm(list(zip(paths, layers, strict=True)),
-                                               desc=f"register {self._name}", unit="file",
-                                               disable=not show)):
-            importer = find_importer(path)
+        inspected: list[PreparedLayer] = []
+        for i, (path, layer, importer) in enumerate(tqdm(
+                list(zip(paths, layers, importers, strict=True)), desc=f"register {self._name}",
+                unit="file", disable=not show)):
             out = staging / f"{i:06d}"
             out.mkdir()
             for recording in importer.convert(path, out):
-                prepared.append(prepare_layer(self._catalog.store, recording,
-                                              source_uri=str(path.resolve()), layer_name=layer))
-        seen: set[tuple[str, str]] = set()
-        for prep in prepared:
-            key = (prep.segment_id, prep.layer_name)
-            if key in seen:
-                from rayform.errors import DuplicateSegmentError
-
-                raise DuplicateSegmentError(
-                    f"segment {prep.segment_id!r} layer {prep.layer_name!r} appears twice in this "
-                    "registration; give each recording a distinct recording id"
-                )
-            seen.add(key)
-        return prepared
+                inspected.append(inspect_layer(recording, source_uri=str(path.resolve()),
+                                               layer_name=layer))
+        require_distinct(inspected)
+        store = self._catalog.store
+        current = latest_version_number(store, self._name)
+        newest = load_version(store, self._name, current, DatasetVersion) if current else None
+        _, touched = apply_registration(newest, current + 1, inspected, policy)  # raises
+        if not touched:
+            return []
+        if len(inspected) == 1:
+            return [store_layer(store, inspected[0])]
+        # Hashing is the bottleneck of storing; files hash in parallel (hashlib frees the GIL).
+        workers = min(len(inspected), STORE_THREADS)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rayform-store") as pool:
+            return list(pool.map(lambda prep: store_layer(store, prep), inspected))
 
     def _commit_registration(self, prepared: list[PreparedLayer], policy: OnDuplicate
                              ) -> tuple[DatasetVersion, list[str]]:
@@ -426,20 +470,77 @@ class DatasetEntry(DatasetView):
 
         return commit(self._catalog.store, self._name, DatasetVersion, mutate), touched
 
+    def register_prepared(self, prepared: Sequence[PreparedLayer], *,
+                          on_duplicate: OnDuplicate | str = OnDuplicate.ERROR
+                          ) -> RegistrationHandle:
+        """Commit layers already stored by ``prepare_layer`` (in any process) in one atomic step.
+
+        The commit half of :meth:`register`, for registrations whose conversion ran elsewhere
+        (``rayform.ray.register_many``). Nothing is committed when nothing is left to register.
+
+        Raises:
+            DuplicateSegmentError: an id+layer appears twice, or exists and ``on_duplicate='error'``.
+            SchemaConflictError: a column type differs from the dataset's.
+            ConfigError: a layer that was only inspected, not stored.
+        """
+        layers = list(prepared)
+        try:
+            policy = OnDuplicate(on_duplicate)
+        except ValueError:
+            raise ConfigError(
+                f"register_prepared: on_duplicate={on_duplicate!r} is not one of "
+                f"{[p.value for p in OnDuplicate]}"
+            ) from None
+        for prep in layers:
+            if not prep.is_stored:
+                raise ConfigError(
+                    f"register_prepared: layer {prep.layer_name!r} of segment {prep.segment_id!r} "
+                    "is not stored yet; prepare it with prepare_layer (or store_layer)"
+                )
+        require_distinct(layers)
+        self._catalog.require_writable()
+        store = self._catalog.store
+        current = latest_version_number(store, self._name)
+        newest = load_version(store, self._name, current, DatasetVersion) if current else None
+        _, touched = apply_registration(newest, current + 1, layers, policy)  # raises
+        if not touched:
+            self.refresh()
+            return RegistrationHandle(RegistrationResult(segment_ids=[]))
+        snapshot, touched = self._commit_registration(layers, policy)
+        DatasetView.__init__(self, self._catalog, self._name, snapshot)
+        return RegistrationHandle(RegistrationResult(segment_ids=touched))
+
     def unregister(self, *, segments_to_drop: str | Sequence[str],
                    layers_to_drop: str | Sequence[str] | None = None) -> None:
         """Remove segments (all layers, or only the given layers) in one atomic commit."""
         segs = [segments_to_drop] if isinstance(segments_to_drop, str) else list(segments_to_drop)
         layers = [] if layers_to_drop is None else (
             [layers_to_drop] if isinstance(layers_to_drop, str) else list(layers_to_drop))
+        for segment_id in segs:
+            validate_segment_id(segment_id)
+        for layer in layers:
+            validate_layer_name(layer)
         self._catalog.require_writable()
         snapshot = commit(self._catalog.store, self._name, DatasetVersion,
                           lambda old, n: apply_unregistration(old, n, segs, layers))
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
 
     def at_version(self, version: int) -> DatasetView:
-        """A read-only view of an older committed snapshot."""
-        snapshot = load_version(self._catalog.store, self._name, version, DatasetVersion)
+        """A read-only view of an older committed snapshot.
+
+        Raises:
+            EntryNotFoundError: the dataset has no snapshot ``version``.
+        """
+        newest = latest_version_number(self._catalog.store, self._name)
+        try:
+            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+                raise FileNotFoundError(version)
+            snapshot = load_version(self._catalog.store, self._name, version, DatasetVersion)
+        except FileNotFoundError:
+            raise EntryNotFoundError(
+                f"dataset {self._name!r} has no snapshot {version!r}; committed snapshots are "
+                f"1..{newest} (see snapshot_version)"
+            ) from None
         return DatasetView(self._catalog, self._name, snapshot)
 
 

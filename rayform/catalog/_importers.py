@@ -89,10 +89,16 @@ def find_importer(path: Path) -> Importer:
     """
     if not path.exists():
         raise SourceNotFoundError(f"{path}: no such file or folder; check the path to register")
-    _load_lazy()
+    # Importers already loaded come first in _REGISTRY, so trying them before loading the lazy
+    # ones keeps the order and spares native recordings the optional imports.
     for importer in _REGISTRY:
         if importer.sniff(path):
             return importer
+    if not _loaded:
+        _load_lazy()
+        for importer in _REGISTRY:
+            if importer.sniff(path):
+                return importer
     known = ", ".join(i.name for i in _REGISTRY)
     raise UnknownFormatError(
         f"{path}: not a recording format rayform can register (known: {known}); "

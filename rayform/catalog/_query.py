@@ -22,8 +22,9 @@ import pyarrow.dataset as pads
 from datafusion import DataFrame, SessionContext
 from datafusion.catalog import SchemaProvider, Table
 
+from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
-from rayform.errors import QueryError
+from rayform.errors import QueryError, RayformError
 
 if TYPE_CHECKING:
     from rayform.catalog._catalog import Catalog
@@ -39,7 +40,7 @@ def translate_errors(what: str) -> Iterator[None]:
     """Turn DataFusion's bare exceptions into :class:`QueryError` naming ``what``."""
     try:
         yield
-    except QueryError:
+    except RayformError:  # e.g. a damaged metadata file met while planning: keep its type
         raise
     except Exception as err:  # DataFusion raises Exception / ValueError / RuntimeError
         raise QueryError(f"{what} failed: {err}") from err
@@ -92,6 +93,7 @@ class QueryPlane:
     def ctx(self) -> SessionContext:
         if self._ctx is None or self._pid != os.getpid():
             self._ctx = SessionContext()
+            register_statistics_functions(self._ctx)
             self._pid = os.getpid()
             self._schemas = set()
             self._tables = set()

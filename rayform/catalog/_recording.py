@@ -91,7 +91,10 @@ def header_from_schema(schema: pa.Schema, *, source: str) -> RecordingHeader:
     try:
         return RecordingHeader.model_validate(payload)
     except ValidationError as err:
-        raise CorruptRecordingError(f"{source}: invalid recording header: {err}") from err
+        problems = "; ".join(
+            f"key {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5]
+        )
+        raise CorruptRecordingError(f"{source}: invalid recording header: {problems}") from err
 
 
 def is_recording_file(path: Path) -> bool:

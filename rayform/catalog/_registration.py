@@ -23,6 +23,7 @@ from rayform.catalog._metadata import (
     LayerRecord,
     SegmentRecord,
 )
+from rayform.catalog._names import validate_segment_id
 from rayform.catalog._recording import PropertyValue, RecordingHeader, open_recording
 from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._store import Store, sha256_file
@@ -30,6 +31,7 @@ from rayform.catalog._writer import asset_dir_for
 from rayform.errors import (
     CorruptRecordingError,
     DuplicateSegmentError,
+    InvalidNameError,
     SchemaConflictError,
     SegmentNotFoundError,
 )
@@ -45,13 +47,23 @@ class OnDuplicate(str, Enum):
 
 @dataclass(frozen=True, slots=True)
 class PreparedLayer:
-    """A recording file already stored as an object, ready to be committed."""
+    """A recording file validated and indexed, ready to be stored and committed.
+
+    ``source`` is the recording file and ``asset_sources`` its asset files while the layer is only
+    inspected (``layer.object`` is empty then); :func:`store_layer` copies them into the store.
+    """
 
     segment_id: str
     layer_name: str
     layer: LayerRecord
     timelines: dict[str, str]
     schema: pa.Schema
+    source: Path | None = None
+    asset_sources: tuple[Path, ...] = ()
+
+    @property
+    def is_stored(self) -> bool:
+        return bool(self.layer.object)
 
 
 def prepare_layer(store: Store, recording: Path, *, source_uri: str,
@@ -60,11 +72,27 @@ def prepare_layer(store: Store, recording: Path, *, source_uri: str,
 
     Raises:
         CorruptRecordingError: the file (or one of its assets) is damaged.
+        InvalidNameError: its recording id is not a valid segment id.
+    """
+    return store_layer(store, inspect_layer(recording, source_uri=source_uri,
+                                            layer_name=layer_name))
+
+
+def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> PreparedLayer:
+    """Validate and index a recording file without writing anything.
+
+    Raises:
+        CorruptRecordingError: the file (or one of its assets) is damaged.
+        InvalidNameError: its recording id is not a valid segment id.
     """
     header, table = open_recording(recording)
+    try:
+        validate_segment_id(header.recording_id)
+    except InvalidNameError as err:
+        raise InvalidNameError(f"{recording}: {err}") from None
     entities = _index_entities(header, table)
-    assets: dict[str, int] = {}
     asset_dir = asset_dir_for(recording)
+    asset_sources: list[Path] = []
     for digest, info in header.assets.items():
         src = asset_dir / digest
         if not src.is_file():
@@ -73,21 +101,36 @@ def prepare_layer(store: Store, recording: Path, *, source_uri: str,
             )
         if sha256_file(src) != digest:
             raise CorruptRecordingError(f"{src}: content does not match its name (damaged asset)")
-        stored, size = store.put_object(src)
-        assets[stored] = size
-    digest, size = store.put_object(recording)
+        asset_sources.append(src)
     layer = LayerRecord(
-        object=digest,
-        size_bytes=size,
+        object="",
+        size_bytes=recording.stat().st_size,
         num_rows=table.num_rows,
         registered_at_ns=time.time_ns(),
         source_uri=source_uri,
-        assets=assets,
+        assets={},
         properties=dict(header.properties),
         entities=entities,
     )
     return PreparedLayer(segment_id=header.recording_id, layer_name=layer_name, layer=layer,
-                         timelines=dict(header.timelines), schema=table.schema.remove_metadata())
+                         timelines=dict(header.timelines), schema=table.schema.remove_metadata(),
+                         source=recording, asset_sources=tuple(asset_sources))
+
+
+def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
+    """Copy an inspected layer's recording file and assets into the store (content-addressed)."""
+    if prepared.is_stored:
+        return prepared
+    assert prepared.source is not None
+    assets: dict[str, int] = {}
+    for src in prepared.asset_sources:
+        stored, size = store.put_object(src)
+        assets[stored] = size
+    digest, size = store.put_object(prepared.source)
+    layer = prepared.layer.model_copy(update={"object": digest, "size_bytes": size,
+                                              "assets": assets})
+    return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
+                         layer=layer, timelines=prepared.timelines, schema=prepared.schema)
 
 
 def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import tempfile
 import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from rayform.catalog._hashcopy import copy_hashed
+from rayform.catalog._listing import LocalListings
 from rayform.errors import CatalogNotFoundError
 
 OBJECTS_PREFIX = "objects"
+STAGING_DIR = ".staging"
 
 
 def object_key(digest: str) -> str:
@@ -92,7 +94,11 @@ class LocalStore(Store):
     def create_exclusive(self, key: str, data: bytes) -> bool:
         dest = self._path(key)
         dest.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dest.with_name(f".{dest.name}.{uuid.uuid4().hex}.tmp")
+        # The temporary file lives in the staging folder, so a writer killed before the link
+        # leaves no stray file next to the metadata (only invisible garbage in .staging).
+        staging = self.root / STAGING_DIR
+        staging.mkdir(exist_ok=True)
+        tmp = staging / f"{dest.name}.{uuid.uuid4().hex}.tmp"
         with tmp.open("wb") as fh:
             fh.write(data)
             fh.flush()
@@ -103,28 +109,27 @@ class LocalStore(Store):
             return False
         finally:
             tmp.unlink()
+        # Listing files let a static HTTPS server publish this directory as a catalog.
+        LocalListings(self.root).refresh_above(key)
         return True
 
     def put_object(self, src: Path) -> tuple[str, int]:
-        staging = self.staging_dir()
+        staging = self.root / STAGING_DIR
+        staging.mkdir(exist_ok=True)
+        tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
         try:
-            tmp = staging / "object"
-            h = hashlib.sha256()
-            size = 0
-            with src.open("rb") as fin, tmp.open("wb") as fout:
-                while chunk := fin.read(1 << 22):
-                    h.update(chunk)
-                    fout.write(chunk)
-                    size += len(chunk)
-            digest = h.hexdigest()
+            digest, size = copy_hashed(src, tmp)
             dest = self._path(object_key(digest))
             if not dest.exists():
-                dest.parent.mkdir(parents=True, exist_ok=True)
                 os.chmod(tmp, 0o444)
-                os.replace(tmp, dest)
+                try:
+                    os.replace(tmp, dest)
+                except FileNotFoundError:  # first object under this prefix
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(tmp, dest)
             return digest, size
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            tmp.unlink(missing_ok=True)
 
     def object_path(self, digest: str) -> Path:
         path = self._path(object_key(digest))
@@ -133,7 +138,7 @@ class LocalStore(Store):
         return path
 
     def staging_dir(self) -> Path:
-        base = self.root / ".staging"
+        base = self.root / STAGING_DIR
         base.mkdir(exist_ok=True)
         return Path(tempfile.mkdtemp(dir=base))
 

@@ -1,0 +1,92 @@
+"""PyTorch datasets over a rayform catalog, API-compatible with ``rerun.experimental.dataloader``.
+
+A Rerun training script ports by changing its imports and the catalog it opens::
+
+    from rayform.catalog import Catalog
+    from rayform.dataloader import (DataSource, Field, NumericDecoder, ImageDecoder,
+                                    RerunIterableDataset, BlockShuffle)
+
+    dataset = Catalog.open("/data/catalog").get_dataset("robots")
+    ds = RerunIterableDataset(
+        DataSource(dataset), "frame_index",
+        {"state": Field("/joints/position:Scalars:scalars", NumericDecoder()),
+         "action": Field("/action:Scalars:scalars", NumericDecoder(), window=tuple(range(16))),
+         "image": Field("/cam0/rgb:EncodedImage:blob", ImageDecoder())},
+        shuffle_strategy=BlockShuffle(buffer_size=2048))
+
+Beyond Rerun: ``edge="pad"`` (clamped windows with ``<key>_is_pad`` masks), ``sample_metadata=True``
+(segment id and version, index value), mid-epoch resume (``state_dict`` / ``load_state_dict``,
+:class:`ResumableSampler`), :class:`StableOrder` (the same sequence for any number of workers and
+ranks), weighted mixing of several sources (:class:`MixtureDataset`, :class:`WeightedMixSampler`).
+Workers may be forked or spawned; the per-sample path never runs a DataFusion query.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rayform.dataloader._config import DataSource, EdgeMode, Field
+from rayform.dataloader._iterable_dataset import RerunIterableDataset
+from rayform.dataloader._map_dataset import RerunMapDataset
+from rayform.dataloader._mixing import MixtureDataset, WeightedMixSampler
+from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex, SegmentMetadata
+from rayform.dataloader._samplers import EpochSampler, ResumableSampler
+from rayform.dataloader._shuffle import (
+    BlockShuffle,
+    NoShuffle,
+    SampleShuffle,
+    ShuffleBuffer,
+    ShuffleStrategy,
+)
+from rayform.dataloader._stable_order import StableOrder
+from rayform.decoders import (
+    ColumnDecoder,
+    DecodeRequest,
+    FieldBatch,
+    ImageDecoder,
+    IndexValue,
+    NumericDecoder,
+    RequestArrays,
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "VideoFrameDecoder":
+        from rayform import decoders
+
+        return decoders.VideoFrameDecoder
+    raise AttributeError(f"module 'rayform.dataloader' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+__all__ = [
+    "BlockShuffle",
+    "ColumnDecoder",
+    "DataSource",
+    "DecodeRequest",
+    "EdgeMode",
+    "EpochSampler",
+    "Field",
+    "FieldBatch",
+    "FixedRateSampling",
+    "ImageDecoder",
+    "IndexValue",
+    "MixtureDataset",
+    "NoShuffle",
+    "NumericDecoder",
+    "RequestArrays",
+    "RerunIterableDataset",
+    "RerunMapDataset",
+    "ResumableSampler",
+    "SampleIndex",
+    "SampleShuffle",
+    "SegmentMetadata",
+    "ShuffleBuffer",
+    "ShuffleStrategy",
+    "StableOrder",
+    "VideoFrameDecoder",
+    "WeightedMixSampler",
+]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 IndexValue: TypeAlias = int | np.datetime64 | np.timedelta64
 Selector: TypeAlias = Callable[[pa.Array], pa.Array]
+DecodeConcurrency: TypeAlias = Literal["inline", "field", "requests"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,12 +61,16 @@ class FieldBatch:
         open_segment: returns the segment's data-plane handle
             (:class:`rayform.catalog.SegmentData`) for decoders that need more than the column
             (static columns, attached assets such as MP4 files); ``None`` when unavailable.
+        path: the field's column path (``Field.path``), so that a decoder can find sibling
+            columns through ``open_segment`` (e.g. a video asset's ``AssetVideo:asset``);
+            ``None`` when unknown.
     """
 
     column: pa.Array
     select: Selector | None = None
     is_windowed: bool = False
     open_segment: Callable[[str], Any] | None = None
+    path: str | None = None
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):
@@ -112,6 +117,18 @@ class ColumnDecoder(ABC):
     def fill_latest_at(self) -> bool:
         """Outputs map to the latest row at or before each output index value."""
         return True
+
+    @property
+    def decode_concurrency(self) -> DecodeConcurrency:
+        """How the pipeline may spread this decoder's work over its decode threads.
+
+        ``"inline"``: cheap (numeric); decoded in the calling thread. ``"field"``: one ``decode``
+        call per field and block, on a decode thread, concurrently with other fields (the default;
+        right for stateful decoders such as video). ``"requests"``: ``decode`` is thread-safe and
+        its heavy work releases the GIL (images), so a block's requests may be split into chunks
+        decoded concurrently, each chunk a separate ``decode`` call on the same batch.
+        """
+        return "field"
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

@@ -1,0 +1,136 @@
+"""Writing MP4 files for export: packet remux (no re-encoding) or encoding with PyAV."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from rayform.catalog._optional import require
+from rayform.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VideoEncoding:
+    """How exported video is encoded when it cannot be remuxed.
+
+    Attributes:
+        codec: an FFmpeg encoder PyAV has (``"libx264"``, ``"libsvtav1"``, ``"libx265"`` …).
+        pix_fmt: the encoded pixel format.
+        gop_size: frames per keyframe interval (LeRobot's default is 2: cheap random access).
+        crf: constant rate factor (quality; lower is better).
+        options: extra encoder options (``{"preset": "veryfast"}``).
+        remux: copy the source packets into the new file, without re-encoding, whenever the
+            source is an MP4 asset whose frames map one to one onto the export grid.
+    """
+
+    codec: str = "libx264"
+    pix_fmt: str = "yuv420p"
+    gop_size: int = 2
+    crf: int = 23
+    options: dict[str, str] = field(default_factory=lambda: {"preset": "veryfast"})
+    remux: bool = True
+
+    def __post_init__(self) -> None:
+        if self.gop_size < 1:
+            raise ConfigError(f"VideoEncoding.gop_size must be >= 1, got {self.gop_size}")
+        if not 0 <= self.crf <= 63:
+            raise ConfigError(f"VideoEncoding.crf must be in [0, 63], got {self.crf}")
+
+
+def _av() -> Any:
+    return require("av", extra="video", feature="Exporting video")
+
+
+def rate_fraction(fps: float) -> Fraction:
+    """``fps`` as a fraction with a small denominator (``29.97`` -> ``2997/100``)."""
+    return Fraction(fps).limit_denominator(1001)
+
+
+class VideoEncoder:
+    """Encodes frames at a constant rate into an MP4 file: frame ``k`` at ``k / fps`` seconds."""
+
+    def __init__(self, path: Path, *, fps: float, width: int, height: int,
+                 encoding: VideoEncoding) -> None:
+        av = _av()
+        self._path = path
+        self._container = av.open(str(path), "w", format="mp4")
+        rate = rate_fraction(fps)
+        self._stream = self._container.add_stream(encoding.codec, rate=rate)
+        self._stream.width = width - width % 2
+        self._stream.height = height - height % 2
+        self._stream.pix_fmt = encoding.pix_fmt
+        self._stream.time_base = 1 / rate
+        options = {"crf": str(encoding.crf), "g": str(encoding.gop_size), "bf": "0",
+                   **encoding.options}
+        if encoding.codec == "libx264":
+            options.setdefault("x264-params", "keyint_min=1:scenecut=0")
+        self._stream.codec_context.gop_size = encoding.gop_size
+        self._stream.codec_context.max_b_frames = 0
+        self._stream.options = options
+        self._count = 0
+
+    @property
+    def codec_name(self) -> str:
+        return str(self._stream.codec_context.name)
+
+    @property
+    def width(self) -> int:
+        return int(self._stream.width)
+
+    @property
+    def height(self) -> int:
+        return int(self._stream.height)
+
+    def add(self, frame: Any) -> None:
+        """Encode one ``av.VideoFrame`` as the next frame."""
+        if frame.width != self.width or frame.height != self.height \
+                or frame.format.name != self._stream.pix_fmt:
+            frame = frame.reformat(width=self.width, height=self.height,
+                                   format=self._stream.pix_fmt)
+        frame.pts = self._count
+        frame.time_base = self._stream.time_base
+        self._count += 1
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+
+    def add_rgb(self, rgb: npt.NDArray[np.uint8]) -> None:
+        """Encode one ``uint8[H, W, 3]`` RGB image as the next frame."""
+        self.add(_av().VideoFrame.from_ndarray(np.ascontiguousarray(rgb), format="rgb24"))
+
+    def close(self) -> int:
+        """Flush the encoder and close the file; returns the number of frames written."""
+        for packet in self._stream.encode(None):
+            self._container.mux(packet)
+        self._container.close()
+        return self._count
+
+
+def remux_frames(source: Path, dest: Path, *, first_pts: int, last_pts: int) -> int:
+    """Copy the packets of ``source``'s first video stream with pts in ``[first_pts, last_pts]``.
+
+    Timestamps are shifted so that the first frame is at 0. The caller guarantees that the range
+    starts at a keyframe and decodes on its own (no reference outside it).
+
+    Returns:
+        The number of packets written.
+    """
+    av = _av()
+    written = 0
+    with av.open(str(source)) as inp, av.open(str(dest), "w", format="mp4") as out:
+        stream = inp.streams.video[0]
+        target = out.add_stream_from_template(stream, opaque=True)
+        for packet in inp.demux(stream):
+            if packet.pts is None or not first_pts <= packet.pts <= last_pts:
+                continue
+            packet.pts -= first_pts
+            if packet.dts is not None:
+                packet.dts -= first_pts
+            packet.stream = target
+            out.mux(packet)
+            written += 1
+    return written

@@ -1,0 +1,158 @@
+"""What to load: DataSource (a dataset and an optional segment list) and Field (a column to decode).
+
+``Field.window`` holds explicit offsets relative to the sample's index value, one output per
+offset, order and duplicates kept: integers on sequence timelines, **seconds** on timestamp and
+duration timelines (``(-0.2, -0.1, 0.0)``), not snapped to the sampling grid (Rerun 0.41).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
+from numbers import Real
+from typing import Any, Literal, TypeAlias
+
+from rayform.catalog import DatasetView
+from rayform.decoders import ColumnDecoder, Selector
+from rayform.errors import ConfigError
+
+EdgeMode: TypeAlias = Literal["trim", "pad"]
+"""How samples near a segment's edges are handled.
+
+``"trim"`` (Rerun's behaviour, the default): the sample space of each segment is trimmed so that
+every window offset stays inside the segment. ``"pad"`` (LeRobot's): every grid point is a sample;
+window positions outside the segment are clamped to its first / last index value and reported in
+a ``<key>_is_pad`` bool mask ``[T]``.
+"""
+
+EDGE_MODES: tuple[EdgeMode, ...] = ("trim", "pad")
+
+
+def check_edge(edge: str) -> EdgeMode:
+    """Validate an ``edge`` argument.
+
+    Raises:
+        ConfigError: not ``"trim"`` or ``"pad"``.
+    """
+    if edge not in EDGE_MODES:
+        raise ConfigError(f"edge must be 'trim' or 'pad', got {edge!r}")
+    return edge
+
+
+@dataclass(frozen=True)
+class DataSource:
+    """A dataset (or view) to sample from, optionally restricted to some segments.
+
+    Attributes:
+        dataset: a :class:`rayform.catalog.DatasetEntry` or :class:`~rayform.catalog.DatasetView`.
+        segments: segment ids to keep (kept in the dataset's order, unknown ids ignored), or
+            ``None`` for all.
+    """
+
+    dataset: DatasetView
+    segments: Sequence[str] | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dataset, DatasetView):
+            raise TypeError(
+                f"DataSource.dataset must be a rayform DatasetEntry or DatasetView, got "
+                f"{type(self.dataset).__name__}; open one with Catalog.open(url).get_dataset(name)"
+            )
+        if isinstance(self.segments, str):
+            raise ConfigError(
+                f"DataSource.segments must be a list of segment ids, got the string "
+                f"{self.segments!r}; write segments=[{self.segments!r}]"
+            )
+        if self.segments is not None:
+            object.__setattr__(self, "segments", tuple(self.segments))
+
+    def filter_segments(self, segment_ids: Sequence[str]) -> DataSource:
+        """The same dataset restricted to ``segment_ids``."""
+        return dataclasses.replace(self, segments=tuple(segment_ids))
+
+
+@dataclass(frozen=True)
+class Field:
+    """One entry of a sample: a column, its decoder, and optionally a window of offsets.
+
+    Attributes:
+        path: the column ``"<entity>:<Archetype>:<component>"``, e.g.
+            ``"/joints/position:Scalars:scalars"``.
+        decode: the :class:`~rayform.decoders.ColumnDecoder` producing the tensor.
+        select: a function on the Arrow rows that keeps the row count (e.g. picks a struct field).
+        window: explicit offsets from the sample's index value (integers on sequence timelines,
+            seconds on temporal ones); output ``[T, ...]`` with one entry per offset.
+        max_staleness: validated and kept for recipes; like Rerun's live loader, not enforced.
+    """
+
+    path: str
+    decode: ColumnDecoder
+    _: KW_ONLY
+    select: Selector | None = None
+    window: tuple[int | float, ...] | None = None
+    max_staleness: int | float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or ":" not in self.path:
+            raise ConfigError(
+                f"Field.path must be a column name '<entity>:<Archetype>:<component>', got "
+                f"{self.path!r}; see dataset.schema().component_columns()"
+            )
+        if not isinstance(self.decode, ColumnDecoder):
+            raise TypeError(
+                f"Field {self.path!r}: decode must be a ColumnDecoder instance such as "
+                f"NumericDecoder(), got {self.decode!r}"
+            )
+        if self.select is not None and not callable(self.select):
+            raise TypeError(f"Field {self.path!r}: select must be callable, got {self.select!r}")
+        if self.window is not None:
+            object.__setattr__(self, "window", _check_window(self.path, self.window))
+        if self.max_staleness is not None:
+            value = self.max_staleness
+            if not _is_real(value) or not math.isfinite(value) or value < 0:
+                raise ConfigError(
+                    f"Field {self.path!r}: Field.max_staleness must be a finite number >= 0, "
+                    f"got {value!r}"
+                )
+
+    @property
+    def prior_keyframe_path(self) -> str | None:
+        """The keyframe column the decoder needs (video), or ``None``."""
+        return self.decode.prior_keyframe_path(self.path)
+
+    @property
+    def fill_latest_at(self) -> bool:
+        return self.decode.fill_latest_at
+
+    def to_recipe(self) -> dict[str, Any]:
+        """A JSON-able description of the field (for logs and manifests)."""
+        return {
+            "path": self.path,
+            "window": None if self.window is None else list(self.window),
+            "max_staleness": self.max_staleness,
+            "decoder": repr(self.decode),
+            "select": None if self.select is None else repr(self.select),
+        }
+
+
+def _is_real(value: object) -> bool:
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
+def _check_window(path: str, window: object) -> tuple[int | float, ...]:
+    if isinstance(window, str) or not isinstance(window, Sequence):
+        raise ConfigError(
+            f"Field {path!r}: window must be a tuple of offsets such as (-2, -1, 0), got "
+            f"{window!r}"
+        )
+    offsets = tuple(window)
+    if not offsets:
+        raise ConfigError(f"Field {path!r}: window must contain at least one offset, got ()")
+    bad = [o for o in offsets if not _is_real(o) or not math.isfinite(float(o))]
+    if bad:
+        raise ConfigError(
+            f"Field {path!r}: window offsets must be finite numbers, got {bad!r} in {offsets!r}"
+        )
+    return offsets

@@ -1,0 +1,429 @@
+"""The sample pipeline: global indices in, decoded sample dicts out (one pipeline for all datasets).
+
+For a block (iterable) or batch (map) of global indices:
+
+1. locate each sample (segment, index value) with vectorised arithmetic on the SampleIndex;
+2. order the samples by segment, then index value;
+3. per field: compute every output position (sample value + window offsets, clamped to the segment
+   with ``edge="pad"``), resolve it to the latest row at or before it with ``numpy.searchsorted``
+   on the segment's memory-mapped column (data plane; no DataFusion), and gather the rows each
+   segment needs into one Arrow column (a zero-copy slice when they are dense);
+4. for decoders with a keyframe column (video): find each request's latest keyframe at or before
+   its earliest output, and decode from that keyframe row to its last output row;
+5. decode every field once for the whole block (:class:`~rayform.decoders.FieldBatch` plus
+   :class:`~rayform.decoders.RequestArrays`), fields concurrently and image requests split across
+   the decode threads;
+6. scatter the results back into per-sample dicts, in the input order.
+
+A sample value is ``None`` where the data is missing (no row at or before an output position, no
+prior keyframe, a null row, an undecodable blob).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import torch
+
+from rayform.catalog import DatasetView, SegmentData
+from rayform.dataloader._config import EdgeMode, Field
+from rayform.dataloader._decode_pool import ThreadPool
+from rayform.dataloader._sample_index import SampleIndex, field_offsets
+from rayform.decoders import FieldBatch, RequestArrays
+from rayform.decoders._arrow import flatten_rows
+from rayform.errors import ConfigError
+
+META_KEY = "meta"
+"""Key of the per-sample metadata dict when ``sample_metadata=True``."""
+IS_PAD_SUFFIX = "_is_pad"
+"""Suffix of the bool mask ``[T]`` of a windowed field with ``edge="pad"``."""
+MIN_REQUESTS_PER_THREAD = 4
+
+Sample = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class FieldPlan:
+    """A field prepared for the pipeline: native window offsets and its keyframe column."""
+
+    key: str
+    field: Field
+    offsets: npt.NDArray[np.int64]
+    keyframe_path: str | None
+    column_type: pa.DataType
+
+    @property
+    def is_windowed(self) -> bool:
+        return self.field.window is not None
+
+
+@dataclass(slots=True)
+class FieldJob:
+    """One field's resolved block: its rows, its requests, and which samples had no data."""
+
+    plan: FieldPlan
+    batch: FieldBatch | None
+    requests: RequestArrays
+    missing: npt.NDArray[np.bool_]  # [B] in input order
+
+
+@dataclass(slots=True)
+class ResolvedBlock:
+    """A block after row resolution, before decoding."""
+
+    indices: npt.NDArray[np.int64]
+    segment_ids: list[str]  # per sample, input order
+    values: npt.NDArray[np.int64]  # per sample, input order
+    jobs: list[FieldJob]
+    pad_masks: dict[str, npt.NDArray[np.bool_]]  # key -> [B, T], input order
+
+
+class SamplePipeline:
+    """Resolves and decodes samples of one dataset view on one timeline.
+
+    Args:
+        view: the pinned dataset view (pickles as configuration).
+        index: the index timeline.
+        fields: sample key -> :class:`Field`.
+        sample_index: the sample space.
+        decode_threads: decode threads per process (``None``: one per CPU, 1 in a worker).
+        edge: ``"trim"`` or ``"pad"`` (``<key>_is_pad`` masks for windowed fields).
+        sample_metadata: add ``sample["meta"]`` (segment id and version, index value, index).
+
+    Raises:
+        ColumnNotFoundError: a field's column is not in the dataset.
+        ConfigError: a decoder's keyframe column is missing, or sample keys collide.
+    """
+
+    def __init__(self, view: DatasetView, index: str, fields: Mapping[str, Field],
+                 sample_index: SampleIndex, *, decode_threads: int | None, edge: EdgeMode,
+                 sample_metadata: bool) -> None:
+        if not fields:
+            raise ConfigError("fields must name at least one Field, e.g. "
+                              "{'state': Field('/joints:Scalars:scalars', NumericDecoder())}")
+        self._view = view
+        self._index = index
+        self._sample_index = sample_index
+        self._edge = edge
+        self._sample_metadata = sample_metadata
+        temporal = sample_index.ns_dtype is not None
+        schema = view.schema()
+        plans: list[FieldPlan] = []
+        for key, field in fields.items():
+            if not isinstance(key, str) or not key:
+                raise ConfigError(f"field keys must be non-empty strings, got {key!r}")
+            column_type = schema.field(field.path).type
+            keyframe_path = field.prior_keyframe_path
+            if keyframe_path is not None and keyframe_path not in schema.component_columns():
+                raise ConfigError(
+                    f"Field {key!r}: {type(field.decode).__name__} needs the keyframe column "
+                    f"{keyframe_path!r}, which the dataset does not have; write it with the "
+                    "recording (RecordingWriter.log_video_stream(is_keyframe=…))"
+                )
+            plans.append(FieldPlan(key=key, field=field,
+                                   offsets=field_offsets(key, field, index, temporal=temporal),
+                                   keyframe_path=keyframe_path, column_type=column_type))
+        self._plans = plans
+        self._check_keys()
+        self._pool = ThreadPool(decode_threads, name="rayform-decode")
+        self._keyframes: dict[tuple[str, str], npt.NDArray[np.int64]] = {}
+
+    def _check_keys(self) -> None:
+        keys = {p.key for p in self._plans}
+        extra: list[str] = []
+        if self._edge == "pad":
+            extra += [p.key + IS_PAD_SUFFIX for p in self._plans if p.is_windowed]
+        if self._sample_metadata:
+            extra.append(META_KEY)
+        clash = sorted(keys.intersection(extra))
+        if clash:
+            raise ConfigError(
+                f"field keys {clash} collide with keys the loader adds (padding masks "
+                f"'<key>{IS_PAD_SUFFIX}', metadata {META_KEY!r}); rename those fields"
+            )
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {name: getattr(self, name) for name in (
+            "_view", "_index", "_sample_index", "_edge", "_sample_metadata", "_plans", "_pool")}
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._keyframes = {}
+
+    # ---------------------------------------------------------------------------- access
+    @property
+    def sample_index(self) -> SampleIndex:
+        return self._sample_index
+
+    @property
+    def keys(self) -> list[str]:
+        return [p.key for p in self._plans]
+
+    @property
+    def view(self) -> DatasetView:
+        return self._view
+
+    def open_segment(self, segment_id: str) -> SegmentData:
+        """The data-plane handle of a segment (handed to decoders through ``FieldBatch``)."""
+        return self._view.open_segment(segment_id)
+
+    # ---------------------------------------------------------------------------- running
+    def process(self, indices: Sequence[int] | npt.NDArray[np.int64]) -> list[Sample]:
+        """Decode the samples at ``indices`` (global); one dict per index, in the same order.
+
+        Raises:
+            IndexError: an index is out of range.
+        """
+        block = self.resolve(indices, gather=True)
+        return self.decode(block)
+
+    def missing_fields(self, indices: Sequence[int] | npt.NDArray[np.int64]
+                       ) -> dict[str, npt.NDArray[np.bool_]]:
+        """Per field, which samples have no data (checked on the index alone, nothing decoded)."""
+        block = self.resolve(indices, gather=False)
+        return {job.plan.key: job.missing for job in block.jobs}
+
+    def resolve(self, indices: Sequence[int] | npt.NDArray[np.int64], *, gather: bool
+                ) -> ResolvedBlock:
+        """Resolve every field's rows for ``indices`` (and gather them when ``gather``)."""
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        seg_pos, values = self._sample_index.locate(idx)
+        order = np.lexsort((values, seg_pos)).astype(np.int64)
+        sorted_seg = seg_pos[order]
+        sorted_values = values[order]
+        n = len(idx)
+        breaks = np.flatnonzero(np.diff(sorted_seg)) + 1
+        run_starts = np.concatenate([[0], breaks]).astype(np.int64) if n else np.zeros(0, np.int64)
+        run_stops = np.concatenate([breaks, [n]]).astype(np.int64) if n else np.zeros(0, np.int64)
+        segments = self._sample_index.segments
+        run_ids = [segments[int(sorted_seg[a])].segment_id for a in run_starts.tolist()]
+        sorted_ids: list[str] = []
+        for sid, a, b in zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True):
+            sorted_ids.extend([sid] * (b - a))
+        range_lo, range_hi = self._sample_index.segment_bounds(sorted_seg)
+        runs = list(zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True))
+        jobs: list[FieldJob] = []
+        pad_masks: dict[str, npt.NDArray[np.bool_]] = {}
+        for plan in self._plans:
+            positions = sorted_values[:, None] + plan.offsets[None, :]
+            if self._edge == "pad":
+                clamped = np.clip(positions, range_lo[:, None], range_hi[:, None])
+                if plan.is_windowed:
+                    mask = np.empty_like(clamped, dtype=np.bool_)
+                    mask[order] = clamped != positions
+                    pad_masks[plan.key] = mask
+                positions = clamped
+            jobs.append(self._resolve_field(plan, positions, runs, order, sorted_ids,
+                                            sorted_values, gather=gather))
+        ids_in_order = [""] * n
+        for i, sid in zip(order.tolist(), sorted_ids, strict=True):
+            ids_in_order[i] = sid
+        return ResolvedBlock(indices=idx, segment_ids=ids_in_order, values=values, jobs=jobs,
+                             pad_masks=pad_masks)
+
+    def _resolve_field(self, plan: FieldPlan, positions: npt.NDArray[np.int64],
+                       runs: list[tuple[str, int, int]], order: npt.NDArray[np.int64],
+                       sorted_ids: list[str], sorted_values: npt.NDArray[np.int64], *,
+                       gather: bool) -> FieldJob:
+        n, width = positions.shape
+        ok = np.zeros(n, dtype=np.bool_)
+        out_rows = np.zeros((n, width), dtype=np.int64)
+        video = plan.keyframe_path is not None
+        dec_start = np.zeros(n, dtype=np.int64) if video else None
+        dec_stop = np.zeros(n, dtype=np.int64) if video else None
+        parts: list[pa.Array] = []
+        offset = 0
+        path = plan.field.path
+        for segment_id, a, b in runs:
+            seg = self._view.open_segment(segment_id)
+            if not seg.has_column(path):
+                continue
+            col = seg.column(path, self._index)
+            rows = col.latest_at(positions[a:b].reshape(-1)).reshape(b - a, width)
+            run_ok = np.all(rows >= 0, axis=1)
+            starts = stops = None
+            if video:
+                assert plan.keyframe_path is not None
+                starts, stops, kf_ok = self._keyframe_ranges(seg, plan.keyframe_path, col.index,
+                                                             positions[a:b], rows)
+                run_ok &= kf_ok
+            if not run_ok.any():
+                continue
+            ok[a:b] = run_ok
+            if not gather:
+                continue
+            if starts is not None and stops is not None:
+                need = _covered_rows(starts[run_ok], stops[run_ok])
+            else:
+                need = np.unique(rows[run_ok])
+            part, base, dense = _take(col.values, need)
+            parts.append(part)
+            if dense:
+                out_rows[a:b] = rows - base + offset
+                if starts is not None and stops is not None and dec_start is not None \
+                        and dec_stop is not None:
+                    dec_start[a:b] = starts - base + offset
+                    dec_stop[a:b] = stops - base + offset
+            else:
+                out_rows[a:b] = np.searchsorted(need, rows) + offset
+                if starts is not None and stops is not None and dec_start is not None \
+                        and dec_stop is not None:
+                    dec_start[a:b] = np.searchsorted(need, starts) + offset
+                    dec_stop[a:b] = np.searchsorted(need, stops - 1) + 1 + offset
+            offset += len(part)
+        missing = np.empty(n, dtype=np.bool_)
+        missing[order] = ~ok
+        keep = np.flatnonzero(ok)
+        requests = RequestArrays(
+            sample_positions=order[keep],
+            segment_ids=[sorted_ids[i] for i in keep.tolist()],
+            index_values=sorted_values[keep],
+            output_rows=out_rows[keep],
+            decode_starts=None if dec_start is None else dec_start[keep],
+            decode_stops=None if dec_stop is None else dec_stop[keep],
+            starts_at_keyframe=video,
+            ns_dtype=self._sample_index.ns_dtype,
+        )
+        batch = None
+        if gather:
+            column = (parts[0] if len(parts) == 1 else
+                      pa.concat_arrays(parts) if parts else pa.array([], type=plan.column_type))
+            batch = FieldBatch(column=column, select=plan.field.select,
+                               is_windowed=plan.is_windowed, open_segment=self.open_segment,
+                               path=path)
+        return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing)
+
+    def _keyframe_ranges(self, seg: SegmentData, keyframe_path: str,
+                         row_index: npt.NDArray[np.int64], positions: npt.NDArray[np.int64],
+                         rows: npt.NDArray[np.int64]
+                         ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                    npt.NDArray[np.bool_]]:
+        keyframes = self._keyframe_values(seg, keyframe_path)
+        earliest = positions.min(axis=1)
+        k = np.searchsorted(keyframes, earliest, side="right") - 1
+        has = k >= 0
+        if not len(keyframes):
+            zeros = np.zeros(len(earliest), dtype=np.int64)
+            return zeros, zeros, np.zeros(len(earliest), dtype=np.bool_)
+        value = keyframes[np.maximum(k, 0)]
+        start = np.searchsorted(row_index, value, side="left").astype(np.int64)
+        inside = start < len(row_index)
+        exact = np.zeros(len(start), dtype=np.bool_)
+        exact[inside] = row_index[start[inside]] == value[inside]
+        stop = rows.max(axis=1) + 1
+        ok = has & exact & (stop > start) & np.all(rows >= start[:, None], axis=1)
+        return start, stop, ok
+
+    def _keyframe_values(self, seg: SegmentData, keyframe_path: str) -> npt.NDArray[np.int64]:
+        key = (seg.segment_id, keyframe_path)
+        cached = self._keyframes.get(key)
+        if cached is not None:
+            return cached
+        if not seg.has_column(keyframe_path):
+            values = np.zeros(0, dtype=np.int64)
+        else:
+            col = seg.column(keyframe_path, self._index)
+            values = col.index[_first_flags(col.values)]
+        self._keyframes[key] = values
+        return values
+
+    def decode(self, block: ResolvedBlock) -> list[Sample]:
+        """Decode a resolved block into sample dicts (input order)."""
+        n = len(block.indices)
+        samples: list[Sample] = [{} for _ in range(n)]
+        pending: list[tuple[FieldJob, RequestArrays, Future[list[Any]]]] = []
+        inline: list[FieldJob] = []
+        for job in block.jobs:
+            for sample in samples:
+                sample[job.plan.key] = None
+            if not len(job.requests) or job.batch is None:
+                continue
+            concurrency = job.plan.field.decode.decode_concurrency
+            threads = self._pool.threads
+            if threads <= 1 or concurrency == "inline":
+                inline.append(job)
+            elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
+                chunks = min(threads, len(job.requests) // MIN_REQUESTS_PER_THREAD)
+                edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
+                for lo, hi in itertools.pairwise(edges):
+                    part = job.requests[lo:hi]
+                    pending.append((job, part, self._pool.submit(_run_decode, job, part)))
+            else:
+                pending.append((job, job.requests, self._pool.submit(_run_decode, job,
+                                                                     job.requests)))
+        for job in inline:
+            _scatter(samples, job.plan.key, job.requests, _run_decode(job, job.requests))
+        for job, part, future in pending:
+            _scatter(samples, job.plan.key, part, future.result())
+        for key, mask in block.pad_masks.items():
+            tensor = torch.from_numpy(mask)
+            for i, sample in enumerate(samples):
+                sample[key + IS_PAD_SUFFIX] = tensor[i]
+        if self._sample_metadata:
+            for i, sample in enumerate(samples):
+                seg = self._view.open_segment(block.segment_ids[i])
+                sample[META_KEY] = {
+                    "segment_id": block.segment_ids[i],
+                    "segment_version": seg.version,
+                    "index_value": int(block.values[i]),
+                    "sample_index": int(block.indices[i]),
+                }
+        return samples
+
+
+def _run_decode(job: FieldJob, requests: RequestArrays) -> list[Any]:
+    assert job.batch is not None
+    results = job.plan.field.decode.decode(job.batch, requests)
+    if len(results) != len(requests):
+        raise RuntimeError(
+            f"{job.plan.field.decode!r} returned {len(results)} results for {len(requests)} "
+            f"requests of field {job.plan.key!r}; a decoder must return one value (or None) "
+            "per request"
+        )
+    return list(results)
+
+
+def _scatter(samples: list[Sample], key: str, requests: RequestArrays, results: list[Any]
+             ) -> None:
+    for position, value in zip(requests.sample_positions.tolist(), results, strict=True):
+        samples[position][key] = value
+
+
+def _take(values: pa.Array, need: npt.NDArray[np.int64]) -> tuple[pa.Array, int, bool]:
+    """Rows ``need`` (sorted, unique) of ``values``: a zero-copy slice when they are dense."""
+    lo, hi = int(need[0]), int(need[-1]) + 1
+    if hi - lo <= 2 * len(need):
+        return values.slice(lo, hi - lo), lo, True
+    return values.take(pa.array(need, type=pa.int64())), 0, False
+
+
+def _covered_rows(starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]
+                  ) -> npt.NDArray[np.int64]:
+    """The sorted union of the row ranges ``[starts[i], stops[i])``."""
+    lo, hi = int(starts.min()), int(stops.max())
+    marks = np.zeros(hi - lo + 1, dtype=np.int64)
+    np.add.at(marks, starts - lo, 1)
+    np.add.at(marks, stops - lo, -1)
+    return np.flatnonzero(np.cumsum(marks)[:-1] > 0).astype(np.int64) + lo
+
+
+def _first_flags(values: pa.Array) -> npt.NDArray[np.bool_]:
+    """The first element of each ``List<Bool>`` row (``False`` for empty or null rows)."""
+    flat = flatten_rows(values)
+    if flat is not None:
+        data, offsets = flat
+        nonempty = offsets[1:] > offsets[:-1]
+        out = np.zeros(len(values), dtype=np.bool_)
+        out[nonempty] = np.asarray(data, dtype=np.bool_)[offsets[:-1][nonempty]]
+        return out
+    return np.array([bool(row[0]) if row else False for row in values.to_pylist()],
+                    dtype=np.bool_)

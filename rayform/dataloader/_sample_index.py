@@ -1,0 +1,375 @@
+"""SampleIndex: the sample space of a dataset on one timeline, computed from index ranges alone.
+
+Samples are numbered segment after segment (in the order of the dataset's index-range table) and
+ascending within a segment. On a sequence timeline every integer of the (trimmed) range is a
+sample; on timestamp and duration timelines a :class:`FixedRateSampling` grid is anchored at the
+(trimmed) start of each segment. With ``edge="trim"`` (Rerun) each segment's range is shrunk so
+that every window offset stays inside the segment; with ``edge="pad"`` nothing is trimmed.
+
+Building reads only ``dataset.filter_segments(ids).index_ranges_arrow()`` (per-segment metadata),
+never the data.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import warnings
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from rayform.catalog import DatasetView
+from rayform.catalog._columns import RANGE_END_SUFFIX, RANGE_START_SUFFIX, SEGMENT_ID
+from rayform.decoders import IndexValue
+from rayform.decoders._requests import index_value_of
+from rayform.errors import ColumnNotFoundError, ConfigError
+
+if TYPE_CHECKING:
+    from rayform.dataloader._config import DataSource, EdgeMode, Field
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class FixedRateSampling:
+    """A sampling grid for timestamp and duration timelines: one sample every ``1 / rate_hz`` s.
+
+    Attributes:
+        rate_hz: samples per second (> 0); the step is ``round(1e9 / rate_hz)`` ns.
+    """
+
+    rate_hz: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.rate_hz, bool) or not isinstance(self.rate_hz, int | float) \
+                or not math.isfinite(self.rate_hz) or self.rate_hz <= 0:
+            raise ConfigError(f"FixedRateSampling.rate_hz must be > 0 and finite, got {self.rate_hz!r}")
+        if round(NS_PER_S / self.rate_hz) < 1:
+            raise ConfigError(
+                f"FixedRateSampling.rate_hz={self.rate_hz!r} gives a step under 1 ns; use <= 1e9"
+            )
+
+    @property
+    def ns_per_sample(self) -> int:
+        return round(NS_PER_S / self.rate_hz)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentMetadata:
+    """One segment of the sample space.
+
+    Attributes:
+        segment_id: the segment.
+        index_start: the first sample's index value (ns on temporal timelines).
+        index_end: the last sample's index value.
+        num_samples: samples in this segment.
+        range_start: the segment's own first index value (before trimming); ``None`` if unknown.
+        range_end: the segment's own last index value; ``None`` if unknown.
+    """
+
+    segment_id: str
+    index_start: int
+    index_end: int
+    num_samples: int
+    range_start: int | None = None
+    range_end: int | None = None
+
+
+class SampleIndex:
+    """The global sample space: ``total_samples`` samples over a list of segments.
+
+    Args:
+        segments: the segments, in global order.
+        ns_per_sample: the grid step on temporal timelines (``None`` on sequence timelines).
+        ns_dtype: ``"datetime64[ns]"``, ``"timedelta64[ns]"`` or ``None`` (sequence timeline).
+        edge: how the index was built (``"trim"`` or ``"pad"``); informational.
+    """
+
+    def __init__(self, segments: Sequence[SegmentMetadata], *, ns_per_sample: int | None = None,
+                 ns_dtype: str | None = None, edge: EdgeMode = "trim") -> None:
+        if ns_dtype not in (None, "datetime64[ns]", "timedelta64[ns]"):
+            raise ConfigError(
+                f"SampleIndex.ns_dtype must be 'datetime64[ns]', 'timedelta64[ns]' or None, "
+                f"got {ns_dtype!r}"
+            )
+        if (ns_dtype is None) != (ns_per_sample is None):
+            raise ConfigError("SampleIndex: give ns_per_sample and ns_dtype together (temporal "
+                              "timelines) or neither (sequence timelines)")
+        self._segments = list(segments)
+        self._ns_per_sample = ns_per_sample
+        self._ns_dtype = ns_dtype
+        self._edge = edge
+        self._step = 1 if ns_per_sample is None else int(ns_per_sample)
+        counts = np.array([s.num_samples for s in self._segments], dtype=np.int64)
+        self._starts = np.array([s.index_start for s in self._segments], dtype=np.int64)
+        self._offsets = np.zeros(len(counts) + 1, dtype=np.int64)
+        np.cumsum(counts, out=self._offsets[1:])
+        self._range_starts = np.array(
+            [s.index_start if s.range_start is None else s.range_start for s in self._segments],
+            dtype=np.int64)
+        self._range_ends = np.array(
+            [s.index_end if s.range_end is None else s.range_end for s in self._segments],
+            dtype=np.int64)
+
+    # ------------------------------------------------------------------------ properties
+    @property
+    def segments(self) -> list[SegmentMetadata]:
+        return list(self._segments)
+
+    @property
+    def ns_dtype(self) -> str | None:
+        return self._ns_dtype
+
+    @property
+    def is_timestamp(self) -> bool:
+        return self._ns_dtype == "datetime64[ns]"
+
+    @property
+    def is_duration(self) -> bool:
+        return self._ns_dtype == "timedelta64[ns]"
+
+    @property
+    def ns_per_sample(self) -> int | None:
+        return self._ns_per_sample
+
+    @property
+    def edge(self) -> EdgeMode:
+        return self._edge
+
+    @property
+    def total_samples(self) -> int:
+        return int(self._offsets[-1])
+
+    @property
+    def segment_offsets(self) -> npt.NDArray[np.int64]:
+        """``[0, n0, n0+n1, …]``: the global index of each segment's first sample, then the total."""
+        return self._offsets.copy()
+
+    @property
+    def step(self) -> int:
+        """Grid step in index units (1 on sequence timelines, ``ns_per_sample`` otherwise)."""
+        return self._step
+
+    def __len__(self) -> int:
+        return self.total_samples
+
+    def __repr__(self) -> str:
+        kind = self._ns_dtype or "sequence"
+        return (f"SampleIndex({self.total_samples} samples, {len(self._segments)} segments, "
+                f"{kind}, edge={self._edge!r})")
+
+    # ------------------------------------------------------------------------ lookups
+    def global_to_local(self, idx: int) -> tuple[SegmentMetadata, IndexValue]:
+        """The segment and index value of global sample ``idx``.
+
+        Raises:
+            IndexError: ``idx`` is negative or ``>= total_samples``.
+        """
+        idx = operator.index(idx)
+        if not 0 <= idx < self.total_samples:
+            raise IndexError(f"sample index {idx} out of range for {self.total_samples} samples")
+        seg, value = self.locate(np.array([idx], dtype=np.int64))
+        return self._segments[int(seg[0])], index_value_of(int(value[0]), self._ns_dtype)
+
+    def locate(self, indices: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Vectorised :meth:`global_to_local`: ``(segment positions, int64 index values)``.
+
+        Raises:
+            IndexError: an index is negative or ``>= total_samples``.
+        """
+        try:
+            idx = np.asarray(indices, dtype=np.int64)
+        except OverflowError as err:
+            raise IndexError(f"sample index out of range for {self.total_samples} samples: "
+                             f"{err}") from err
+        total = self.total_samples
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= total):
+            bad = idx[(idx < 0) | (idx >= total)][0]
+            raise IndexError(f"sample index {int(bad)} out of range for {total} samples")
+        seg = np.searchsorted(self._offsets, idx, side="right").astype(np.int64) - 1
+        values = self._starts[seg] + (idx - self._offsets[seg]) * self._step
+        return seg, values
+
+    def segment_bounds(self, segment_positions: npt.NDArray[np.int64]
+                       ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+        """Each segment's own (untrimmed) first and last index value."""
+        return self._range_starts[segment_positions], self._range_ends[segment_positions]
+
+    def resolve_local_index(self, segment: SegmentMetadata, position: int) -> IndexValue:
+        """The index value of the ``position``-th sample of ``segment``."""
+        if not 0 <= position < segment.num_samples:
+            raise IndexError(
+                f"position {position} out of range for segment {segment.segment_id!r} with "
+                f"{segment.num_samples} samples"
+            )
+        return index_value_of(segment.index_start + position * self._step, self._ns_dtype)
+
+    def offset_index(self, index_value: IndexValue, offset: int | float) -> IndexValue:
+        """``index_value`` moved by one window offset (seconds on temporal timelines)."""
+        native = native_offsets((offset,), self._ns_dtype is not None, "offset")[0]
+        return index_value_of(_as_int(index_value) + int(native), self._ns_dtype)
+
+    def output_index_values(self, index_value: IndexValue, field: Field) -> tuple[IndexValue, ...]:
+        """The index values a field reads for a sample: one per window offset, or the sample's."""
+        if field.window is None:
+            return (index_value,)
+        return tuple(self.offset_index(index_value, o) for o in field.window)
+
+    # ------------------------------------------------------------------------ building
+    @staticmethod
+    def build(source: DataSource, index: str, fields: Mapping[str, Field], *,
+              timeline_sampling: FixedRateSampling | None = None,
+              edge: EdgeMode = "trim") -> SampleIndex:
+        """The sample space of ``source`` on timeline ``index``, from index-range metadata.
+
+        Raises:
+            ColumnNotFoundError: ``index`` is not a timeline of the dataset.
+            TypeError: a temporal timeline without ``timeline_sampling``.
+            ConfigError: a non-integral window offset on a sequence timeline.
+        """
+        from rayform.dataloader._config import check_edge
+
+        edge = check_edge(edge)
+        view = resolve_view(source)
+        if not view.segment_ids():
+            return SampleIndex([], edge=edge)
+        kind = timeline_kind(view, index)
+        temporal = kind != "sequence"
+        if temporal and timeline_sampling is None:
+            raise TypeError(
+                f"Index {index!r} is a {kind} timeline; you must pass "
+                "timeline_sampling=FixedRateSampling(rate_hz=…)"
+            )
+        if not temporal and timeline_sampling is not None:
+            warnings.warn(
+                f"timeline_sampling={timeline_sampling!r} is ignored: index {index!r} is not a "
+                "timestamp or duration timeline",
+                UserWarning,
+                stacklevel=2,
+            )
+        lo_off, hi_off = window_extent(fields, index, temporal=temporal)
+        ranges = view.index_ranges_arrow()
+        return _from_ranges(ranges, index, kind,
+                            timeline_sampling.ns_per_sample if temporal and timeline_sampling
+                            else None,
+                            (lo_off, hi_off) if edge == "trim" else (0, 0), edge)
+
+
+def resolve_view(source: DataSource) -> DatasetView:
+    """The source's dataset restricted to its segments, pinned to the current snapshot."""
+    dataset = source.dataset
+    ids = dataset.segment_ids()
+    if source.segments is not None:
+        wanted = set(source.segments)
+        ids = [i for i in ids if i in wanted]
+    return dataset.filter_segments(ids)
+
+
+def timeline_kind(view: DatasetView, index: str) -> str:
+    """The kind of timeline ``index`` ("sequence", "timestamp" or "duration").
+
+    Raises:
+        ColumnNotFoundError: no such timeline.
+    """
+    timelines: dict[str, str] = dict(view.timelines)
+    kind = timelines.get(index)
+    if kind is None:
+        raise ColumnNotFoundError(
+            f"unknown index timeline {index!r}; the dataset has timelines {sorted(timelines)}"
+        )
+    return kind
+
+
+def native_offsets(offsets: Iterable[int | float], temporal: bool, what: str
+                   ) -> npt.NDArray[np.int64]:
+    """Window offsets in index units: ns (``round(s * 1e9)``) on temporal timelines.
+
+    Raises:
+        ConfigError: a non-integral offset on a sequence timeline.
+    """
+    values = list(offsets)
+    if temporal:
+        return np.array([round(float(o) * NS_PER_S) for o in values], dtype=np.int64)
+    bad = [o for o in values if float(o) != math.floor(float(o))]
+    if bad:
+        raise ConfigError(
+            f"{what}: integer timelines require integral window offsets, got {tuple(bad)!r} in "
+            f"{tuple(values)!r}; use integers (steps) on sequence timelines"
+        )
+    return np.array([int(o) for o in values], dtype=np.int64)
+
+
+def field_offsets(key: str, field: Field, index: str, *, temporal: bool) -> npt.NDArray[np.int64]:
+    """A field's window offsets in index units (``[0]`` without a window).
+
+    Raises:
+        ConfigError: non-integral offsets or ``max_staleness`` on a sequence timeline.
+    """
+    if not temporal and field.max_staleness is not None \
+            and float(field.max_staleness) != math.floor(float(field.max_staleness)):
+        raise ConfigError(
+            f"Field {key!r}: sequence timeline {index!r} requires an integral max_staleness, "
+            f"got {field.max_staleness!r}"
+        )
+    if field.window is None:
+        return np.zeros(1, dtype=np.int64)
+    return native_offsets(field.window, temporal,
+                          f"Field {key!r} on sequence timeline {index!r}")
+
+
+def window_extent(fields: Mapping[str, Field], index: str, *, temporal: bool) -> tuple[int, int]:
+    """``(min(0, smallest offset), max(0, largest offset))`` over all fields, in index units."""
+    lo, hi = 0, 0
+    for key, field in fields.items():
+        offsets = field_offsets(key, field, index, temporal=temporal)
+        lo = min(lo, int(offsets.min()))
+        hi = max(hi, int(offsets.max()))
+    return lo, hi
+
+
+def _column_int64(ranges: pa.Table, name: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+    col = ranges.column(name).combine_chunks()
+    valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
+    if not pa.types.is_int64(col.type):
+        col = col.view(pa.int64()) if col.type.bit_width == 64 else col.cast(pa.int64())
+    values = np.asarray(col.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    return values, valid
+
+
+def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | None,
+                 extent: tuple[int, int], edge: EdgeMode) -> SampleIndex:
+    start_col, end_col = index + RANGE_START_SUFFIX, index + RANGE_END_SUFFIX
+    if start_col not in ranges.column_names or end_col not in ranges.column_names:
+        raise ColumnNotFoundError(
+            f"the index ranges have no {start_col!r}/{end_col!r} columns; columns: "
+            f"{ranges.column_names}"
+        )
+    starts, start_ok = _column_int64(ranges, start_col)
+    ends, end_ok = _column_int64(ranges, end_col)
+    step = 1 if ns_per_sample is None else ns_per_sample
+    lo = starts - extent[0]
+    hi = ends - extent[1]
+    keep = start_ok & end_ok & (hi >= lo)
+    counts = np.where(keep, (hi - lo) // step + 1, 0)
+    ids = ranges.column(SEGMENT_ID).to_pylist()
+    segments = [
+        SegmentMetadata(ids[i], int(lo[i]), int(lo[i] + (counts[i] - 1) * step), int(counts[i]),
+                        int(starts[i]), int(ends[i]))
+        for i in np.flatnonzero(keep).tolist()
+    ]
+    ns_dtype = None if kind == "sequence" else (
+        "datetime64[ns]" if kind == "timestamp" else "timedelta64[ns]")
+    return SampleIndex(segments, ns_per_sample=ns_per_sample, ns_dtype=ns_dtype, edge=edge)
+
+
+def _as_int(value: IndexValue) -> int:
+    if isinstance(value, np.datetime64):
+        return int(value.astype("datetime64[ns]").astype(np.int64))
+    if isinstance(value, np.timedelta64):
+        return int(value.astype("timedelta64[ns]").astype(np.int64))
+    return int(value)

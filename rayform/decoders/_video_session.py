@@ -1,0 +1,74 @@
+"""Open decoder sessions: a codec context part-way through a stream, kept for the next read.
+
+A session remembers where its decoder is (the stream it reads, the next packet to feed, the last
+frame it emitted) so that a read that continues forward (sequential sampling, or the next block of
+a GOP) feeds only the new packets instead of decoding again from the keyframe. Sessions live in a
+small LRU (:class:`SessionCache`); a session is checked out while one thread uses it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True, kw_only=True, eq=False)
+class DecoderSession:
+    """A PyAV codec context and its position in one stream.
+
+    Attributes:
+        key: identifies the stream lineage (see :class:`SessionCache`).
+        context: the ``av.CodecContext``.
+        next_position: the position (stream-specific) of the next packet to feed.
+        pts_base: the pts given to the packet at position 0 (packet streams number their
+            packets themselves).
+        last_fed: the bytes of the last packet fed (to check a packet stream is the same one).
+        anchor: for packet streams, the bytes of the keyframe positions are counted from.
+        last_pts: the pts of the last frame the decoder emitted, ``None`` if none yet.
+        last_frame: that frame (an ``av.VideoFrame``), to serve a repeated request.
+        reformatter: a reusable ``VideoReformatter`` (keeps its scaler between frames).
+    """
+
+    key: Hashable
+    context: Any
+    next_position: int = 0
+    pts_base: int = 0
+    last_fed: bytes | None = None
+    anchor: bytes | None = None
+    last_pts: int | None = None
+    last_frame: Any = None
+    reformatter: Any = field(default=None)
+
+
+class SessionCache:
+    """A thread-safe LRU of :class:`DecoderSession`, at most ``capacity`` kept (0 keeps none)."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._sessions: OrderedDict[Hashable, DecoderSession] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def checkout(self, key: Hashable) -> DecoderSession | None:
+        """Remove and return the session for ``key`` (the caller owns it until :meth:`checkin`)."""
+        with self._lock:
+            return self._sessions.pop(key, None)
+
+    def checkin(self, session: DecoderSession) -> None:
+        """Keep ``session`` as the most recently used one, evicting the oldest beyond capacity."""
+        if self._capacity <= 0:
+            return
+        with self._lock:
+            self._sessions.pop(session.key, None)
+            self._sessions[session.key] = session
+            while len(self._sessions) > self._capacity:
+                self._sessions.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._sessions.clear()

@@ -1,0 +1,82 @@
+"""Distributed registration: convert and store files in parallel Ray tasks, then commit once.
+
+Each task opens the catalog itself, converts one source (any importer), validates and indexes its
+recordings and copies them into the content-addressed object store (``prepare_layer``). The driver
+then commits every layer in one atomic snapshot through :meth:`DatasetEntry.register_prepared`, the
+same commit :meth:`DatasetEntry.register` uses. If any task fails, its error is raised and nothing
+is committed: the objects other tasks already copied stay unreferenced (invisible, as after a
+crash), and the dataset's snapshot and segment table are unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+from rayform.catalog._catalog import Catalog
+from rayform.catalog._columns import DEFAULT_LAYER
+from rayform.catalog._dataset import DatasetEntry, RegistrationHandle
+from rayform.catalog._importers import find_importer
+from rayform.catalog._names import validate_layer_name
+from rayform.catalog._registration import OnDuplicate, PreparedLayer, prepare_layer
+from rayform.errors import ConfigError
+from rayform.ray._cluster import TaskOptions, run_tasks
+
+
+def _prepare_source(catalog_url: str, source: str, layer_name: str) -> list[PreparedLayer]:
+    """Runs in a Ray task: convert ``source`` and store its recordings as objects."""
+    path = Path(source)
+    importer = find_importer(path)
+    store = Catalog.open(catalog_url).store
+    staging = store.staging_dir()
+    try:
+        return [prepare_layer(store, recording, source_uri=source, layer_name=layer_name)
+                for recording in importer.convert(path, staging)]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def register_many(dataset: DatasetEntry,
+                  uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                  layer_name: str | Sequence[str] = DEFAULT_LAYER,
+                  on_duplicate: OnDuplicate | str = OnDuplicate.ERROR,
+                  options: TaskOptions | None = None) -> RegistrationHandle:
+    """Register many recordings, converting them in parallel Ray tasks, and commit once.
+
+    The arguments are those of :meth:`DatasetEntry.register` (one Ray task per source), plus
+    ``options``. The sources and the catalog must be reachable from the workers at the same paths
+    (a shared filesystem; relative paths are resolved here first).
+
+    Raises:
+        The first failing task's own error (``SourceNotFoundError``, ``UnknownFormatError``,
+        ``CorruptRecordingError`` …), or those of the commit (``DuplicateSegmentError``,
+        ``SchemaConflictError``); in every case nothing is committed.
+    """
+    paths = [uris] if isinstance(uris, str | os.PathLike) else list(uris)
+    sources = [str(Path(p).resolve()) for p in paths]
+    layers = [layer_name] * len(sources) if isinstance(layer_name, str) else list(layer_name)
+    if len(layers) != len(sources):
+        raise ConfigError(
+            f"register_many: {len(layers)} layer names for {len(sources)} sources; give one name "
+            "or one per source"
+        )
+    for layer in layers:
+        validate_layer_name(layer)
+    try:
+        policy = OnDuplicate(on_duplicate)
+    except ValueError:
+        raise ConfigError(
+            f"register_many: on_duplicate={on_duplicate!r} is not one of "
+            f"{[p.value for p in OnDuplicate]}"
+        ) from None
+    catalog = dataset.catalog
+    catalog.require_writable()
+    calls = [(catalog.url, source, layer) for source, layer in zip(sources, layers, strict=True)]
+    results = run_tasks(_prepare_source, calls, options)
+    prepared = [layer for result in results for layer in result]
+    return dataset.register_prepared(prepared, on_duplicate=policy)
+
+
+__all__ = ["register_many"]

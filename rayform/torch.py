@@ -1,0 +1,363 @@
+"""``rayform.torch.EpisodeDataset``: the Rayform guide's PyTorch dataset, read straight from a slice.
+
+A map-style dataset over :class:`rayform.dataloader.RerunMapDataset`, so ``DataLoader(shuffle=True)``,
+``DistributedSampler`` and forked or spawned workers all work. Observations are named by entity
+path (``"cam0/rgb"`` is the entity ``/cam0/rgb``); each resolves to its column and decoder:
+
+==================================== ============================= ========================
+entity holds                         decoder                       sample value
+==================================== ============================= ========================
+``EncodedImage:blob``                ``ImageDecoder``              ``uint8 (3, H, W)``
+``VideoStream:sample`` / video asset ``VideoFrameDecoder``         ``uint8 (3, H, W)``
+``Scalars:scalars``                  ``NumericDecoder``            ``float32 (J,)``
+``Transform3D:translation`` (+quat)  ``NumericDecoder``, converted ``float32 (3,)`` / ``(7,)``
+==================================== ============================= ========================
+
+``action`` is read at ``horizon`` instants from the sample time on (``t, t + 1/fps, …``) and is
+``float32 (horizon, J)``. ``t_ns`` is the sample time (``int64``, ns) and ``meta`` holds ``slice``,
+``segment``, ``segment_version`` and ``site`` (the segment property ``site``; ``""`` when a segment
+has none, so that the default collate works).
+
+Order: index ``i`` of epoch ``e`` is sample ``order[i]`` of a permutation that depends only on the
+slice, ``seed`` and ``e`` (``set_epoch``; shared with running workers, persistent ones included).
+``seed=None`` keeps the natural order (segment by segment, in time). Iterating the dataset directly
+yields this process's shard of the epoch when ``torch.distributed`` is initialised: ranks get
+disjoint, equal parts (``len // world_size`` samples each). Under a ``DistributedSampler`` the
+sampler shards instead, and the dataset does not shard again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch.utils.data import Dataset
+
+from rayform._frames import canonical_frame, convert_pose
+from rayform.catalog import DatasetView, Slice
+from rayform.catalog._columns import (
+    ENCODED_IMAGE_BLOB,
+    FRAME_CONVENTION_PROPERTY,
+    SCALARS,
+    SITE_PROPERTY,
+    TRANSFORM_QUATERNION,
+    TRANSFORM_TRANSLATION,
+    VIDEO_CODEC,
+    VIDEO_FRAME_TIMESTAMP,
+    VIDEO_SAMPLE,
+    column_name,
+)
+from rayform.dataloader import (
+    DataSource,
+    Field,
+    FixedRateSampling,
+    ImageDecoder,
+    NumericDecoder,
+    RerunMapDataset,
+)
+from rayform.dataloader._pipeline import META_KEY
+from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
+
+ACTION_KEY = "action"
+TIME_KEY = "t_ns"
+RESERVED_KEYS = (ACTION_KEY, TIME_KEY, META_KEY)
+_ITER_BATCH = 32
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadOptions:
+    """Less common settings of :class:`EpisodeDataset`.
+
+    Attributes:
+        timeline: the temporal timeline samples are drawn on (default: the dataset's only
+            timestamp timeline, else its only duration timeline).
+        decode_threads: decode threads per process (``None``: the dataloader's default).
+    """
+
+    timeline: str | None = None
+    decode_threads: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Entity:
+    """How one observation (or the action) is read: its kind and the internal field keys."""
+
+    name: str
+    kind: str  # "image" | "numeric" | "pose"
+    keys: tuple[str, ...]
+
+
+class EpisodeDataset(Dataset[dict[str, Any]]):
+    """Samples of a slice on a fixed-rate grid, shaped as in the Rayform guide.
+
+    Args:
+        slice_: the :class:`~rayform.catalog.Slice` to read (``client.slices.get("slc_…")``).
+        obs: observation entity paths, e.g. ``["cam0/rgb", "wrist/rgb", "joints/position"]``.
+        action: the entity whose future values form ``action`` (``None``: no action key).
+        fps: sampling rate of the grid, in Hz.
+        horizon: action chunk length (instants ``t + k / fps``, ``k < horizon``).
+        frame: the coordinate convention pose-valued fields are returned in (``"ros"``,
+            ``"opencv"``), converted from the ``frame_convention`` each recording declares.
+        seed: seed of the epoch order (``None``: natural order).
+        options: :class:`ReadOptions`.
+
+    Raises:
+        ConfigError: an unknown frame or observation kind, a non-temporal dataset, a reserved
+            observation name, or a pose in a recording that declares no convention.
+        ColumnNotFoundError: an observation or action entity the slice does not have.
+    """
+
+    def __init__(self, slice_: Slice, *, obs: Sequence[str], action: str | None = None,
+                 fps: float, horizon: int = 1, frame: str = "ros", seed: int | None = 0,
+                 options: ReadOptions | None = None) -> None:
+        if not isinstance(slice_, Slice):
+            raise TypeError(f"EpisodeDataset needs a rayform Slice (client.slices.get(id)), "
+                            f"got {type(slice_).__name__}")
+        if isinstance(obs, str):
+            raise ConfigError(f"obs must be a list of entity paths, got the string {obs!r}; "
+                              f"write obs=[{obs!r}]")
+        if not isinstance(horizon, int) or horizon < 1:
+            raise ConfigError(f"horizon must be an integer >= 1, got {horizon!r}")
+        if not fps or fps <= 0:
+            raise ConfigError(f"fps must be > 0, got {fps!r}")
+        opts = options or ReadOptions()
+        self.slice = slice_
+        self.frame = canonical_frame(frame, what="frame")
+        self.fps = float(fps)
+        self.horizon = horizon
+        self.seed = seed
+        view = slice_.view()
+        timeline = _temporal_timeline(view, opts.timeline)
+        self.timeline = timeline
+        fields: dict[str, Field] = {}
+        self._obs = [self._resolve(view, name, timeline, fields, window=None) for name in obs]
+        window = tuple(k / self.fps for k in range(horizon))
+        self._action = (None if action is None
+                        else self._resolve(view, action, timeline, fields, window=window))
+        self._map = RerunMapDataset(DataSource(view), timeline, fields,
+                                    timeline_sampling=FixedRateSampling(rate_hz=self.fps),
+                                    decode_threads=opts.decode_threads, sample_metadata=True)
+        self._positions = self._in_time_range()
+        records = {r.segment_id: r for r in view.segment_records()}
+        self._sites = {sid: "" if r.properties.get(SITE_PROPERTY) is None
+                       else str(r.properties[SITE_PROPERTY]) for sid, r in records.items()}
+        has_pose = any(e.kind == "pose" for e in [*self._obs, *([self._action] if self._action
+                                                                 else [])])
+        self._conventions = ({sid: _declared_convention(sid, r.properties.get(
+            FRAME_CONVENTION_PROPERTY)) for sid, r in records.items()} if has_pose else {})
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
+
+    # ------------------------------------------------------------------------ resolving
+    def _resolve(self, view: DatasetView, name: str, timeline: str, fields: dict[str, Field],
+                 *, window: tuple[float, ...] | None) -> _Entity:
+        if not isinstance(name, str) or not name.strip("/"):
+            raise ConfigError(f"observation names are entity paths like 'cam0/rgb', got {name!r}")
+        key = name
+        if window is not None:
+            key = ACTION_KEY
+        elif name in RESERVED_KEYS or key in fields:
+            raise ConfigError(f"observation {name!r} is reserved or repeated; sample keys "
+                              f"{list(RESERVED_KEYS)} are set by EpisodeDataset")
+        entity = "/" + name.strip("/")
+        columns = set(view.schema().component_columns())
+
+        def has(component: str) -> bool:
+            return column_name(entity, component) in columns
+
+        if has(ENCODED_IMAGE_BLOB):
+            fields[key] = Field(column_name(entity, ENCODED_IMAGE_BLOB), ImageDecoder(),
+                                window=window)
+            return _Entity(name=key, kind="image", keys=(key,))
+        if has(VIDEO_SAMPLE) or has(VIDEO_FRAME_TIMESTAMP):
+            from rayform.decoders import VideoFrameDecoder
+
+            if has(VIDEO_SAMPLE):
+                path = column_name(entity, VIDEO_SAMPLE)
+                decoder = VideoFrameDecoder(codec=_stream_codec(view, entity, timeline))
+            else:
+                path = column_name(entity, VIDEO_FRAME_TIMESTAMP)
+                decoder = VideoFrameDecoder()
+            fields[key] = Field(path, decoder, window=window)
+            return _Entity(name=key, kind="image", keys=(key,))
+        if has(TRANSFORM_TRANSLATION):
+            keys = [f"{key}#translation"]
+            fields[keys[0]] = Field(column_name(entity, TRANSFORM_TRANSLATION), NumericDecoder(),
+                                    window=window)
+            if has(TRANSFORM_QUATERNION):
+                keys.append(f"{key}#quaternion")
+                fields[keys[1]] = Field(column_name(entity, TRANSFORM_QUATERNION),
+                                        NumericDecoder(), window=window)
+            return _Entity(name=key, kind="pose", keys=tuple(keys))
+        if has(SCALARS):
+            fields[key] = Field(column_name(entity, SCALARS), NumericDecoder(), window=window)
+            return _Entity(name=key, kind="numeric", keys=(key,))
+        found = sorted(c for c in columns if c.startswith(entity + ":"))
+        if found:
+            raise ConfigError(
+                f"{name!r}: entity {entity} holds {found}, none of which EpisodeDataset can "
+                "decode (EncodedImage, VideoStream, video asset, Scalars, Transform3D)"
+            )
+        entities = sorted({c.partition(":")[0].lstrip("/") for c in columns})
+        raise ColumnNotFoundError(
+            f"{name!r}: slice {self.slice.id} has no entity {entity}; entities: {entities}"
+        )
+
+    def _in_time_range(self) -> npt.NDArray[np.int64]:
+        total = len(self._map)
+        everything = np.arange(total, dtype=np.int64)
+        tr = self.slice.time_range
+        if tr is None:
+            return everything
+        if tr.timeline != self.timeline:
+            raise ConfigError(
+                f"slice {self.slice.id} limits time on {tr.timeline!r} but samples are drawn on "
+                f"{self.timeline!r}; pass options=ReadOptions(timeline={tr.timeline!r}) or make "
+                f"the slice with a TimeRange on {self.timeline!r}"
+            )
+        _, values = self._map.sample_index.locate(everything)
+        return everything[(values >= tr.start) & (values <= tr.end)]
+
+    # ------------------------------------------------------------------------- ordering
+    def set_epoch(self, epoch: int) -> None:
+        """Select the order of epoch ``epoch`` (seen by running DataLoader workers too)."""
+        self._epoch.fill_(int(epoch))
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch.item())
+
+    def epoch_order(self) -> npt.NDArray[np.int64]:
+        """The permutation of this epoch: index ``i`` reads the ``order[i]``-th sample."""
+        epoch = self.epoch
+        if self._order_cache is None or self._order_cache[0] != epoch:
+            n = len(self._positions)
+            order = (np.arange(n, dtype=np.int64) if self.seed is None else
+                     np.random.default_rng([self.seed, epoch]).permutation(n).astype(np.int64))
+            self._order_cache = (epoch, order)
+        return self._order_cache[1]
+
+    # --------------------------------------------------------------------------- access
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def __getitem__(self, idx: int) -> dict[str, Any]:
+        return self.__getitems__([idx])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """Read a batch of samples (DataLoader hands over whole batches).
+
+        Raises:
+            IndexError: an index outside ``[0, len)``.
+            OfflineError: ``RAYFORM_OFFLINE=1`` and the slice was not pulled.
+        """
+        idx = np.asarray(indices, dtype=np.int64).reshape(-1)
+        n = len(self)
+        if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
+            bad = int(idx[(idx < 0) | (idx >= n)][0])
+            raise IndexError(f"sample index {bad} out of range for {n} samples")
+        underlying = self._positions[self.epoch_order()[idx]]
+        try:
+            raw = self._map.__getitems__(underlying.tolist())
+        except OfflineError as err:
+            raise OfflineError(str(err).replace("rayform pull slc_…",
+                                                f"rayform pull {self.slice.id}")) from err
+        return [self._finish(sample) for sample in raw]
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        """This process's shard of the epoch (disjoint across ``torch.distributed`` ranks)."""
+        rank, world = _rank_and_world()
+        per = len(self) // world
+        mine = np.arange(rank * per, (rank + 1) * per, dtype=np.int64)
+        for start in range(0, len(mine), _ITER_BATCH):
+            yield from self.__getitems__(mine[start:start + _ITER_BATCH].tolist())
+
+    def __repr__(self) -> str:
+        keys = [e.name for e in self._obs]
+        return (f"EpisodeDataset({self.slice.id}, obs={keys}, fps={self.fps:g}, "
+                f"horizon={self.horizon}, frame={self.frame!r}, samples={len(self)})")
+
+    # ---------------------------------------------------------------------------- shaping
+    def _finish(self, raw: dict[str, Any]) -> dict[str, Any]:
+        meta = raw[META_KEY]
+        segment = meta["segment_id"]
+        out: dict[str, Any] = {}
+        for entity in self._obs:
+            out[entity.name] = self._value(entity, raw, segment)
+        if self._action is not None:
+            out[ACTION_KEY] = self._value(self._action, raw, segment)
+        out[TIME_KEY] = torch.tensor(int(meta["index_value"]), dtype=torch.int64)
+        out[META_KEY] = {"slice": self.slice.id, "segment": segment,
+                         "segment_version": meta["segment_version"],
+                         "site": self._sites.get(segment, "")}
+        return out
+
+    def _value(self, entity: _Entity, raw: dict[str, Any], segment: str) -> Any:
+        parts = [raw.get(k) for k in entity.keys]
+        if any(p is None for p in parts):
+            return None
+        if entity.kind == "image":
+            return parts[0]
+        if entity.kind == "numeric":
+            return parts[0].to(torch.float32)
+        pose = np.concatenate([p.numpy().astype(np.float64) for p in parts], axis=-1)
+        converted = convert_pose(pose, self._conventions[segment], self.frame)
+        return torch.from_numpy(converted.astype(np.float32))
+
+
+def _rank_and_world() -> tuple[int, int]:
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def _temporal_timeline(view: DatasetView, wanted: str | None) -> str:
+    timelines = view.timelines
+    if wanted is not None:
+        if timelines.get(wanted) not in ("timestamp", "duration"):
+            raise ConfigError(
+                f"ReadOptions.timeline {wanted!r} is not a timestamp or duration timeline of "
+                f"dataset {view.name!r}; its timelines: {timelines}"
+            )
+        return wanted
+    for kind in ("timestamp", "duration"):
+        found = sorted(t for t, k in timelines.items() if k == kind)
+        if len(found) == 1:
+            return found[0]
+        if len(found) > 1:
+            raise ConfigError(
+                f"dataset {view.name!r} has several {kind} timelines {found}; pick one with "
+                "options=ReadOptions(timeline=…)"
+            )
+    raise ConfigError(
+        f"EpisodeDataset samples at fps on a time axis, but dataset {view.name!r} has only "
+        f"sequence timelines {sorted(timelines)}; use rayform.dataloader.RerunMapDataset"
+    )
+
+
+def _stream_codec(view: DatasetView, entity: str, timeline: str) -> str:
+    column = column_name(entity, VIDEO_CODEC)
+    for sid in view.segment_ids():
+        seg = view.open_segment(sid)
+        if seg.has_column(column):
+            value = seg.column(column, timeline).values.to_pylist()[0]
+            return str(value[0] if isinstance(value, list) else value)
+    return "h264"
+
+
+def _declared_convention(segment: str, value: object) -> str:
+    if value is None:
+        raise ConfigError(
+            f"segment {segment!r} holds poses but declares no coordinate convention; set its "
+            f"property {FRAME_CONVENTION_PROPERTY!r} to 'ros' or 'opencv' when recording it"
+        )
+    return canonical_frame(value, what=f"segment {segment!r} property {FRAME_CONVENTION_PROPERTY!r}")
+
+
+__all__ = ["EpisodeDataset", "ReadOptions"]
