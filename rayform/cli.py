@@ -113,6 +113,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
           f"columns: {', '.join(dataset.schema().component_columns())}")
     table = run_query(dataset.catalog.sql(SUMMARY_SQL).to_arrow_table, "demo summary")
     print(format_table(table))
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        print("(install rayform[torch] to see the training loader pass)")
+        return 0
+    from rayform.demo import loader_pass
+
+    print(loader_pass(dataset))
     return 0
 
 

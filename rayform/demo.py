@@ -135,3 +135,45 @@ FROM demo.segments
 GROUP BY "property:task"
 ORDER BY task
 """
+
+
+def demo_fields() -> dict[str, object]:
+    """The training fields of the demo: state, a 16-step action chunk, both cameras."""
+    from rayform.dataloader import Field, ImageDecoder, NumericDecoder, VideoFrameDecoder
+
+    return {
+        "state": Field("/joints/position:Scalars:scalars", decode=NumericDecoder()),
+        "action": Field("/joints/position_delta:Scalars:scalars", decode=NumericDecoder(),
+                        window=tuple(step / 15 for step in range(16))),
+        "cam0": Field("/cam0/rgb:EncodedImage:blob", decode=ImageDecoder()),
+        "wrist": Field("/wrist/rgb:VideoStream:sample", decode=VideoFrameDecoder(codec="h264")),
+    }
+
+
+def loader_pass(dataset: DatasetEntry, *, batch_size: int = 32) -> str:
+    """One shuffled epoch of the demo through a torch DataLoader; returns a printable report."""
+    import time
+
+    import torch
+    from torch.utils.data import DataLoader
+
+    from rayform.dataloader import DataSource, FixedRateSampling, RerunMapDataset
+
+    torch.set_num_threads(1)
+    samples = RerunMapDataset(DataSource(dataset), "real_time", demo_fields(),  # type: ignore[arg-type]
+                              timeline_sampling=FixedRateSampling(rate_hz=15))
+    loader = DataLoader(samples, batch_size=batch_size, shuffle=True)
+    start = time.perf_counter()
+    count = 0
+    shapes: dict[str, str] = {}
+    for batch in loader:
+        count += int(batch["state"].shape[0])
+        if not shapes:
+            shapes = {k: f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}"
+                      for k, v in batch.items()}
+    seconds = time.perf_counter() - start
+    lines = [f"one shuffled epoch on a 15 Hz grid: {count} samples in {seconds:.2f} s "
+             f"({count / seconds:.0f} samples/s, batch {batch_size}, num_workers=0)"]
+    lines.append("first batch:")
+    lines += [f"  {key:7s} {shape}" for key, shape in shapes.items()]
+    return "\n".join(lines)

@@ -149,7 +149,9 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
                                                                  else [])])
         self._conventions = ({sid: _declared_convention(sid, r.properties.get(
             FRAME_CONVENTION_PROPERTY)) for sid, r in records.items()} if has_pose else {})
-        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        # Shared memory: set_epoch reaches DataLoader workers that are already running.
+        self._epoch = torch.zeros(1, dtype=torch.int64)
+        self._epoch.share_memory_()  # type: ignore[no-untyped-call]
         self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
 
     # ------------------------------------------------------------------------ resolving
@@ -297,8 +299,9 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         return out
 
     def _value(self, entity: _Entity, raw: dict[str, Any], segment: str) -> Any:
-        parts = [raw.get(k) for k in entity.keys]
-        if any(p is None for p in parts):
+        values = [raw.get(k) for k in entity.keys]
+        parts = [p for p in values if p is not None]
+        if len(parts) != len(values):
             return None
         if entity.kind == "image":
             return parts[0]

@@ -35,9 +35,14 @@ from rayform.catalog._registration import (
 )
 from rayform.catalog._schema import INDEX_TYPES, ContentFilter, Schema
 from rayform.catalog._segment_data import SegmentData
+from rayform.catalog._snapshot import DatasetSnapshot, snapshot_of
 from rayform.catalog._store import object_key
-from rayform.catalog._tables import aligned_table, index_ranges_table, segment_table
-from rayform.catalog._versions import commit, latest_version_number, load_version
+from rayform.catalog._tables import (
+    aligned_table,
+    index_ranges_from_index,
+    segment_table_from_index,
+)
+from rayform.catalog._versions import commit, latest_version_number, load_version, version_key
 from rayform.errors import (
     ColumnNotFoundError,
     ConfigError,
@@ -78,7 +83,7 @@ class RegistrationHandle:
 class DatasetView:
     """A read-only view of a dataset snapshot, optionally filtered by segments and contents."""
 
-    def __init__(self, catalog: Catalog, name: str, snapshot: DatasetVersion | None, *,
+    def __init__(self, catalog: Catalog, name: str, snapshot: DatasetSnapshot | None, *,
                  segments: tuple[str, ...] | None = None,
                  contents: ContentFilter | None = None) -> None:
         self._catalog = catalog
@@ -104,8 +109,7 @@ class DatasetView:
 
         catalog = Catalog.open(state["catalog_url"])
         version = state["version"]
-        snapshot = (load_version(catalog.store, state["name"], version, DatasetVersion)
-                    if version else None)
+        snapshot = load_snapshot(catalog, state["name"], version) if version else None
         DatasetView.__init__(self, catalog, state["name"], snapshot, segments=state["segments"],
                              contents=state["contents"])
 
@@ -132,18 +136,15 @@ class DatasetView:
                 f"segments={len(self.segment_ids())})")
 
     # --------------------------------------------------------------------------- segments
-    def _records(self) -> list[SegmentRecord]:
+    def segment_records(self) -> list[SegmentRecord]:
+        """The metadata records of the segments in view (sorted by segment id).
+
+        Records are validated on first use; for many segments prefer :meth:`segment_ids`,
+        :meth:`segment_table` or :meth:`get_index_ranges`, which read the columnar index only.
+        """
         if self._snapshot is None:
             return []
-        segs = self._snapshot.segments
-        if self._segment_filter is None:
-            return list(segs.values())
-        wanted = set(self._segment_filter)
-        return [r for sid, r in segs.items() if sid in wanted]
-
-    def segment_records(self) -> list[SegmentRecord]:
-        """The metadata records of the segments in view (sorted by segment id)."""
-        return self._records()
+        return self._snapshot.index.records(self.segment_ids())
 
     def segment_record(self, segment_id: str) -> SegmentRecord:
         """One segment's record.
@@ -151,7 +152,7 @@ class DatasetView:
         Raises:
             SegmentNotFoundError: not in this view.
         """
-        record = self._snapshot.segments.get(segment_id) if self._snapshot else None
+        record = self._snapshot.index.record(segment_id) if self._snapshot else None
         if record is None or (self._segment_filter is not None
                               and segment_id not in self._segment_filter):
             raise SegmentNotFoundError(
@@ -161,7 +162,19 @@ class DatasetView:
 
     def segment_ids(self) -> list[str]:
         """The ids of the segments in view, sorted."""
-        return [r.segment_id for r in self._records()]
+        if self._snapshot is None:
+            return []
+        ids = self._snapshot.index.segment_ids()
+        if self._segment_filter is None:
+            return ids
+        wanted = set(self._segment_filter)
+        return [sid for sid in ids if sid in wanted]
+
+    def _index_rows(self) -> pa.Table | None:
+        """The segment index rows of the segments in view (None for an empty dataset)."""
+        if self._snapshot is None:
+            return None
+        return self._snapshot.index.rows(self._segment_filter)
 
     def filter_segments(self, segment_ids: str | Sequence[str] | datafusion.DataFrame | pa.Table
                         ) -> DatasetView:
@@ -228,7 +241,8 @@ class DatasetView:
 
     def segment_table_arrow(self) -> pa.Table:
         timelines = self._snapshot.timelines if self._snapshot else {}
-        return segment_table(self._records(), timelines, self._contents, self._object_url)
+        return segment_table_from_index(self._index_rows(), timelines, self._contents,
+                                        self._object_url)
 
     def _object_url(self, digest: str) -> str:
         return f"{self._catalog.url}/{object_key(digest)}"
@@ -239,7 +253,7 @@ class DatasetView:
 
     def index_ranges_arrow(self) -> pa.Table:
         timelines = self._snapshot.timelines if self._snapshot else {}
-        return index_ranges_table(self._records(), timelines, self._contents)
+        return index_ranges_from_index(self._index_rows(), timelines, self._contents)
 
     def reader(self, index: str, *, fill_latest_at: bool = False,
                using_index_values: Mapping[str, Any] | npt.ArrayLike | pa.Table | None = None,
@@ -263,15 +277,13 @@ class DatasetView:
         schema = self.schema()
         kind = schema.timeline_kind(index)
         columns = [(c, schema.field(c).type) for c in schema.component_columns()]
-        records = self._records()
-        values = self._index_values(index, records, using_index_values)
-        segments = [self.open_segment(r.segment_id) for r in records
-                    if values is None or r.segment_id in values]
+        values = self._index_values(index, using_index_values)
+        segments = [self.open_segment(sid) for sid in self.segment_ids()
+                    if values is None or sid in values]
         return aligned_table(segments, columns, index, kind, fill_latest_at=fill_latest_at,
                              index_values=values)
 
-    def _index_values(self, index: str, records: list[SegmentRecord], given: Any
-                      ) -> dict[str, npt.NDArray[np.int64]] | None:
+    def _index_values(self, index: str, given: Any) -> dict[str, npt.NDArray[np.int64]] | None:
         if given is None:
             return None
         if isinstance(given, pa.Table) or hasattr(given, "to_arrow_table"):
@@ -288,7 +300,7 @@ class DatasetView:
         if isinstance(given, Mapping):
             return {s: _as_int64(v) for s, v in given.items()}
         arr = _as_int64(given)
-        ranges = index_ranges_table(records, self.timelines, self._contents)  # type: ignore[arg-type]
+        ranges = self.index_ranges_arrow()
         result: dict[str, npt.NDArray[np.int64]] = {}
         starts = ranges.column(index + ":start").combine_chunks()
         ends = ranges.column(index + ":end").combine_chunks()
@@ -327,6 +339,21 @@ def _as_int64(values: Any) -> npt.NDArray[np.int64]:
     return arr.astype(np.int64)
 
 
+def load_snapshot(catalog: Catalog, name: str, number: int) -> DatasetSnapshot:
+    """Committed snapshot ``number`` of dataset ``name`` (its segment index is read lazily).
+
+    Raises:
+        FileNotFoundError: no such snapshot.
+        CorruptMetadataError: the snapshot header is damaged or foreign.
+    """
+    header = load_version(catalog.store, name, number, DatasetVersion)
+    return snapshot_of(catalog.store, header, source=_snapshot_source(catalog, name, number))
+
+
+def _snapshot_source(catalog: Catalog, name: str, number: int) -> str:
+    return f"{catalog.url}/{version_key(name, number)}"
+
+
 def require_distinct(layers: Sequence[PreparedLayer]) -> None:
     """Refuse a registration that holds the same segment id and layer twice."""
     seen: set[tuple[str, str]] = set()
@@ -345,7 +372,7 @@ class DatasetEntry(DatasetView):
 
     def __init__(self, catalog: Catalog, meta: EntryMeta) -> None:
         number = latest_version_number(catalog.store, meta.name)
-        snapshot = load_version(catalog.store, meta.name, number, DatasetVersion) if number else None
+        snapshot = load_snapshot(catalog, meta.name, number) if number else None
         super().__init__(catalog, meta.name, snapshot)
         self._meta = meta
 
@@ -447,10 +474,7 @@ class DatasetEntry(DatasetView):
                                                layer_name=layer))
         require_distinct(inspected)
         store = self._catalog.store
-        current = latest_version_number(store, self._name)
-        newest = load_version(store, self._name, current, DatasetVersion) if current else None
-        _, touched = apply_registration(newest, current + 1, inspected, policy)  # raises
-        if not touched:
+        if not apply_registration(self._newest(), inspected, policy).touched:  # raises
             return []
         if len(inspected) == 1:
             return [store_layer(store, inspected[0])]
@@ -459,16 +483,33 @@ class DatasetEntry(DatasetView):
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rayform-store") as pool:
             return list(pool.map(lambda prep: store_layer(store, prep), inspected))
 
+    def _newest(self) -> DatasetSnapshot | None:
+        """The newest committed snapshot (not necessarily the one this entry shows)."""
+        number = latest_version_number(self._catalog.store, self._name)
+        return load_snapshot(self._catalog, self._name, number) if number else None
+
     def _commit_registration(self, prepared: list[PreparedLayer], policy: OnDuplicate
-                             ) -> tuple[DatasetVersion, list[str]]:
+                             ) -> tuple[DatasetSnapshot, list[str]]:
         touched: list[str] = []
 
         def mutate(old: DatasetVersion | None, number: int) -> DatasetVersion:
-            new, ids = apply_registration(old, number, prepared, policy)
-            touched[:] = ids
-            return new
+            draft = apply_registration(self._snapshot_of(old), prepared, policy)
+            touched[:] = draft.touched
+            return draft.commit_as(self._catalog.store, number)
 
-        return commit(self._catalog.store, self._name, DatasetVersion, mutate), touched
+        header = commit(self._catalog.store, self._name, DatasetVersion, mutate)
+        return self._snapshot_of_committed(header), touched
+
+    def _snapshot_of(self, header: DatasetVersion | None) -> DatasetSnapshot | None:
+        if header is None:
+            return None
+        return snapshot_of(self._catalog.store, header, source=_snapshot_source(
+            self._catalog, self._name, header.version))
+
+    def _snapshot_of_committed(self, header: DatasetVersion) -> DatasetSnapshot:
+        snapshot = self._snapshot_of(header)
+        assert snapshot is not None
+        return snapshot
 
     def register_prepared(self, prepared: Sequence[PreparedLayer], *,
                           on_duplicate: OnDuplicate | str = OnDuplicate.ERROR
@@ -499,11 +540,7 @@ class DatasetEntry(DatasetView):
                 )
         require_distinct(layers)
         self._catalog.require_writable()
-        store = self._catalog.store
-        current = latest_version_number(store, self._name)
-        newest = load_version(store, self._name, current, DatasetVersion) if current else None
-        _, touched = apply_registration(newest, current + 1, layers, policy)  # raises
-        if not touched:
+        if not apply_registration(self._newest(), layers, policy).touched:  # raises
             self.refresh()
             return RegistrationHandle(RegistrationResult(segment_ids=[]))
         snapshot, touched = self._commit_registration(layers, policy)
@@ -521,9 +558,13 @@ class DatasetEntry(DatasetView):
         for layer in layers:
             validate_layer_name(layer)
         self._catalog.require_writable()
-        snapshot = commit(self._catalog.store, self._name, DatasetVersion,
-                          lambda old, n: apply_unregistration(old, n, segs, layers))
-        DatasetView.__init__(self, self._catalog, self._name, snapshot)
+
+        def mutate(old: DatasetVersion | None, number: int) -> DatasetVersion:
+            draft = apply_unregistration(self._snapshot_of(old), segs, layers)
+            return draft.commit_as(self._catalog.store, number)
+
+        header = commit(self._catalog.store, self._name, DatasetVersion, mutate)
+        DatasetView.__init__(self, self._catalog, self._name, self._snapshot_of_committed(header))
 
     def at_version(self, version: int) -> DatasetView:
         """A read-only view of an older committed snapshot.
@@ -535,7 +576,7 @@ class DatasetEntry(DatasetView):
         try:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise FileNotFoundError(version)
-            snapshot = load_version(self._catalog.store, self._name, version, DatasetVersion)
+            snapshot = load_snapshot(self._catalog, self._name, version)
         except FileNotFoundError:
             raise EntryNotFoundError(
                 f"dataset {self._name!r} has no snapshot {version!r}; committed snapshots are "

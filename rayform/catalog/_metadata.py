@@ -4,7 +4,9 @@ Files:
     ``catalog.json``                         :class:`CatalogMeta`
     ``entries/<name>/entry.json``            :class:`EntryMeta` (immutable after creation)
     ``entries/<name>/versions/<n>.json``     :class:`DatasetVersion` or :class:`TableVersion`,
-                                             one immutable snapshot per commit
+                                             one immutable snapshot per commit; a dataset's
+                                             segment records live in its segment index object
+                                             (Arrow IPC, see ``_snapshot.py``)
 """
 
 from __future__ import annotations
@@ -87,7 +89,8 @@ class DatasetVersion(_Strict):
     committed_at_ns: int
     timelines: dict[str, TimelineKind]
     schema_ipc: str  # base64 of the union Arrow schema (IPC serialised)
-    segments: dict[str, SegmentRecord]
+    segment_index: str  # sha256 of the segment index object (Arrow IPC, see _snapshot.py)
+    num_segments: int
 
 
 class TableVersion(_Strict):

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from rayform.catalog._columns import TimelineKind
 from rayform.catalog._metadata import (
     FORMAT_VERSION,
     DatasetVersion,
@@ -26,6 +27,7 @@ from rayform.catalog._metadata import (
 from rayform.catalog._names import validate_segment_id
 from rayform.catalog._recording import PropertyValue, RecordingHeader, open_recording
 from rayform.catalog._segment_data import index_to_int64
+from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
 from rayform.catalog._store import Store, sha256_file
 from rayform.catalog._writer import asset_dir_for
 from rayform.errors import (
@@ -204,16 +206,41 @@ def segment_record(segment_id: str, layers: dict[str, LayerRecord], now: int) ->
     )
 
 
-def apply_registration(old: DatasetVersion | None, number: int, prepared: list[PreparedLayer],
-                       on_duplicate: OnDuplicate) -> tuple[DatasetVersion, list[str]]:
-    """The snapshot after registering ``prepared`` into ``old`` and the segment ids touched.
+@dataclass(frozen=True, slots=True)
+class SnapshotDraft:
+    """A dataset snapshot computed but not stored: what a commit writes."""
 
-    Pure: raises (``DuplicateSegmentError``, ``SchemaConflictError``) to abort the commit.
+    timelines: dict[str, TimelineKind]
+    schema_ipc: str
+    index: SegmentIndex
+    touched: list[str]
+
+    def commit_as(self, store: Store, number: int) -> DatasetVersion:
+        """Store the segment index object and return the snapshot header numbered ``number``."""
+        return DatasetVersion(
+            format="rayform-dataset-version",
+            format_version=FORMAT_VERSION,
+            version=number,
+            committed_at_ns=time.time_ns(),
+            timelines=self.timelines,
+            schema_ipc=self.schema_ipc,
+            segment_index=store_index(store, self.index),
+            num_segments=len(self.index),
+        )
+
+
+def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer],
+                       on_duplicate: OnDuplicate) -> SnapshotDraft:
+    """The snapshot after registering ``prepared`` into ``old``, and the segment ids touched.
+
+    Pure (writes nothing): raises ``DuplicateSegmentError`` or ``SchemaConflictError`` to abort.
+    Only the records of touched segments are read; the others are carried over as stored.
     """
-    segments = dict(old.segments) if old else {}
-    timelines = dict(old.timelines) if old else {}
+    timelines: dict[str, TimelineKind] = dict(old.timelines) if old else {}
     fields = {f.name: f for f in schema_from_text(old.schema_ipc)} if old else {}
+    index = old.index if old else SegmentIndex.from_records([])
     now = time.time_ns()
+    updated: dict[str, SegmentRecord] = {}
     touched: list[str] = []
     for prep in prepared:
         for name, kind in prep.timelines.items():
@@ -234,7 +261,7 @@ def apply_registration(old: DatasetVersion | None, number: int, prepared: list[P
                     f"dataset holds {known_field.type}; cast it before registering or use another "
                     "dataset"
                 )
-        existing = segments.get(prep.segment_id)
+        existing = updated.get(prep.segment_id) or index.record(prep.segment_id)
         if existing is not None and prep.layer_name in existing.layers:
             if on_duplicate is OnDuplicate.ERROR:
                 raise DuplicateSegmentError(
@@ -245,36 +272,33 @@ def apply_registration(old: DatasetVersion | None, number: int, prepared: list[P
                 continue
         layers = dict(existing.layers) if existing else {}
         layers[prep.layer_name] = prep.layer
-        segments[prep.segment_id] = segment_record(prep.segment_id, layers, now)
+        updated[prep.segment_id] = segment_record(prep.segment_id, layers, now)
         touched.append(prep.segment_id)
-    version = DatasetVersion(
-        format="rayform-dataset-version",
-        format_version=FORMAT_VERSION,
-        version=number,
-        committed_at_ns=now,
-        timelines=timelines,
-        schema_ipc=schema_to_text(pa.schema(list(fields.values()))),
-        segments=dict(sorted(segments.items())),
-    )
-    return version, touched
+    return SnapshotDraft(timelines=timelines,
+                         schema_ipc=schema_to_text(pa.schema(list(fields.values()))),
+                         index=index.replaced(list(updated.values())), touched=touched)
 
 
-def apply_unregistration(old: DatasetVersion | None, number: int, segments_to_drop: list[str],
-                         layers_to_drop: list[str]) -> DatasetVersion:
+def apply_unregistration(old: DatasetSnapshot | None, segments_to_drop: list[str],
+                         layers_to_drop: list[str]) -> SnapshotDraft:
     """The snapshot after dropping segments (all their layers, or only ``layers_to_drop``)."""
-    segments = dict(old.segments) if old else {}
+    if old is None:
+        raise SegmentNotFoundError("the dataset has no segments to unregister")
     now = time.time_ns()
+    updated: list[SegmentRecord] = []
+    dropped: list[str] = []
     for segment_id in segments_to_drop:
-        record = segments.get(segment_id)
+        record = old.index.record(segment_id)
         if record is None:
             raise SegmentNotFoundError(
                 f"segment {segment_id!r} is not in the dataset; see dataset.segment_ids()"
             )
-        remaining = {k: v for k, v in record.layers.items() if layers_to_drop and k not in layers_to_drop}
+        remaining = {k: v for k, v in record.layers.items()
+                     if layers_to_drop and k not in layers_to_drop}
         if remaining:
-            segments[segment_id] = segment_record(segment_id, remaining, now)
+            updated.append(segment_record(segment_id, remaining, now))
         else:
-            del segments[segment_id]
-    if old is None:
-        raise SegmentNotFoundError("the dataset has no segments to unregister")
-    return old.model_copy(update={"version": number, "committed_at_ns": now, "segments": segments})
+            dropped.append(segment_id)
+    return SnapshotDraft(timelines=dict(old.timelines), schema_ipc=old.schema_ipc,
+                         index=old.index.replaced(updated, dropped),
+                         touched=list(segments_to_drop))

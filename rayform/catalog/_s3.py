@@ -3,7 +3,7 @@
 Credentials, region and endpoint come from boto3's usual chain (``AWS_ACCESS_KEY_ID``,
 ``~/.aws/config``, instance roles, ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` for MinIO, R2,
 ``rclone serve s3`` …). boto3's own retries are off: :class:`RetryPolicy` retries every request the
-same way for both remote protocols. One client per process and thread, made after a fork.
+same way for both remote protocols. One client per process (thread-safe), made after a fork.
 
 Exclusive creates (metadata commits) send ``If-None-Match: *``, which AWS S3, MinIO and R2 honour:
 of two writers racing for the same snapshot number exactly one wins. A server that ignores the
@@ -40,6 +40,52 @@ def _boto() -> Any:
     return boto3, botocore
 
 
+_CLIENTS: dict[tuple[object, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+_CLIENT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+               "AWS_DEFAULT_REGION", "AWS_REGION")
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker makes its own client (and a free lock: another thread may have held it)."""
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()
+    _CLIENTS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _client_for(timeout_s: float) -> Any:
+    """This process's boto3 S3 client for the current AWS settings (made once: building one
+    costs ~0.2 s of model loading; clients are thread-safe, and a fork gets a new one)."""
+    key = (os.getpid(), timeout_s, *(os.environ.get(name) for name in _CLIENT_ENV))
+    client = _CLIENTS.get(key)
+    if client is not None:
+        return client
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            boto3, botocore = _boto()
+            custom_endpoint = bool(os.environ.get("AWS_ENDPOINT_URL_S3")
+                                   or os.environ.get("AWS_ENDPOINT_URL"))
+            config = botocore.config.Config(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=timeout_s,
+                read_timeout=timeout_s,
+                max_pool_connections=32,
+                s3={"addressing_style": "path" if custom_endpoint else "auto"},
+                # Checksum trailers (aws-chunked uploads) are not understood by every
+                # S3-compatible server; content is verified by its sha256 name instead.
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            )
+            client = boto3.session.Session().client("s3", config=config)
+            _CLIENTS[key] = client
+    return client
+
+
 class S3Transport(Transport):
     """Requests to one bucket, below one key prefix."""
 
@@ -55,29 +101,10 @@ class S3Transport(Transport):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self._timeout_s = retry.timeout_s
-        self._local = threading.local()
 
     # --------------------------------------------------------------------------- client
     def _client(self) -> Any:
-        client = getattr(self._local, "client", None)
-        if client is None or getattr(self._local, "pid", None) != os.getpid():
-            boto3, botocore = _boto()
-            custom_endpoint = bool(os.environ.get("AWS_ENDPOINT_URL_S3")
-                                   or os.environ.get("AWS_ENDPOINT_URL"))
-            config = botocore.config.Config(
-                retries={"total_max_attempts": 1, "mode": "standard"},
-                connect_timeout=self._timeout_s,
-                read_timeout=self._timeout_s,
-                s3={"addressing_style": "path" if custom_endpoint else "auto"},
-                # Checksum trailers (aws-chunked uploads) are not understood by every
-                # S3-compatible server; content is verified by its sha256 name instead.
-                request_checksum_calculation="when_required",
-                response_checksum_validation="when_required",
-            )
-            client = boto3.session.Session().client("s3", config=config)
-            self._local.client = client
-            self._local.pid = os.getpid()
-        return client
+        return _client_for(self._timeout_s)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key

@@ -59,12 +59,15 @@ class ThreadPool:
         name: thread name prefix.
         background: run work on a pool thread even with a single thread (prefetching);
             otherwise a one-thread pool runs work in the caller.
+        helpers: the caller decodes too, so the pool starts ``threads - 1`` helper threads.
     """
 
-    def __init__(self, threads: int | None, *, name: str, background: bool = False) -> None:
+    def __init__(self, threads: int | None, *, name: str, background: bool = False,
+                 helpers: bool = False) -> None:
         self._requested = threads
         self._name = name
         self._background = background
+        self._helpers = helpers
         self._executor: ThreadPoolExecutor | None = None
         self._threads = 0
         self._pid = -1
@@ -81,8 +84,9 @@ class ThreadPool:
             self._threads = self._requested or default_decode_threads()
             self._executor = None
             self._pid = pid
-        if self._executor is None and (self._threads > 1 or self._background):
-            self._executor = ThreadPoolExecutor(self._threads, thread_name_prefix=self._name)
+        workers = self._threads - 1 if self._helpers else self._threads
+        if self._executor is None and workers >= 1 and (self._threads > 1 or self._background):
+            self._executor = ThreadPoolExecutor(workers, thread_name_prefix=self._name)
         return self._executor
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
@@ -103,8 +107,9 @@ class ThreadPool:
         self._executor = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"threads": self._requested, "name": self._name, "background": self._background}
+        return {"threads": self._requested, "name": self._name, "background": self._background,
+                "helpers": self._helpers}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         ThreadPool.__init__(self, state["threads"], name=state["name"],
-                            background=state["background"])
+                            background=state["background"], helpers=state["helpers"])

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +35,7 @@ from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._config import EdgeMode, Field
 from rayform.dataloader._decode_pool import ThreadPool
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
+from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, RequestArrays
 from rayform.decoders._arrow import flatten_rows
 from rayform.errors import ConfigError
@@ -132,7 +132,8 @@ class SamplePipeline:
                                    keyframe_path=keyframe_path, column_type=column_type))
         self._plans = plans
         self._check_keys()
-        self._pool = ThreadPool(decode_threads, name="rayform-decode")
+        self._pool = ThreadPool(decode_threads, name="rayform-decode", helpers=True)
+        self._columns = SegmentColumns(view, index)
         self._keyframes: dict[tuple[str, str], npt.NDArray[np.int64]] = {}
 
     def _check_keys(self) -> None:
@@ -157,6 +158,7 @@ class SamplePipeline:
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
+        self._columns = SegmentColumns(self._view, self._index)
         self._keyframes = {}
 
     # ---------------------------------------------------------------------------- access
@@ -235,134 +237,197 @@ class SamplePipeline:
                        sorted_ids: list[str], sorted_values: npt.NDArray[np.int64], *,
                        gather: bool) -> FieldJob:
         n, width = positions.shape
-        ok = np.zeros(n, dtype=np.bool_)
-        out_rows = np.zeros((n, width), dtype=np.int64)
-        video = plan.keyframe_path is not None
-        dec_start = np.zeros(n, dtype=np.int64) if video else None
-        dec_stop = np.zeros(n, dtype=np.int64) if video else None
-        parts: list[pa.Array] = []
-        offset = 0
+        rows_all = np.full((n, width), -1, dtype=np.int64)
         path = plan.field.path
-        for segment_id, a, b in runs:
-            seg = self._view.open_segment(segment_id)
-            if not seg.has_column(path):
-                continue
-            col = seg.column(path, self._index)
-            rows = col.latest_at(positions[a:b].reshape(-1)).reshape(b - a, width)
-            run_ok = np.all(rows >= 0, axis=1)
-            starts = stops = None
-            if video:
-                assert plan.keyframe_path is not None
-                starts, stops, kf_ok = self._keyframe_ranges(seg, plan.keyframe_path, col.index,
-                                                             positions[a:b], rows)
-                run_ok &= kf_ok
-            if not run_ok.any():
-                continue
-            ok[a:b] = run_ok
-            if not gather:
-                continue
-            if starts is not None and stops is not None:
-                need = _covered_rows(starts[run_ok], stops[run_ok])
-            else:
-                need = np.unique(rows[run_ok])
-            part, base, dense = _take(col.values, need)
-            parts.append(part)
-            if dense:
-                out_rows[a:b] = rows - base + offset
-                if starts is not None and stops is not None and dec_start is not None \
-                        and dec_stop is not None:
-                    dec_start[a:b] = starts - base + offset
-                    dec_stop[a:b] = stops - base + offset
-            else:
-                out_rows[a:b] = np.searchsorted(need, rows) + offset
-                if starts is not None and stops is not None and dec_start is not None \
-                        and dec_stop is not None:
-                    dec_start[a:b] = np.searchsorted(need, starts) + offset
-                    dec_stop[a:b] = np.searchsorted(need, stops - 1) + 1 + offset
-            offset += len(part)
+        cols: list[SegmentColumn | None] = []
+        starts_all = stops_all = None
+        # Numeric rows are gathered with numpy as they are resolved (None: use Arrow instead).
+        dense: list[npt.NDArray[Any]] | None = None
+        dense_type: pa.DataType | None = None
+        if plan.keyframe_path is not None:
+            starts_all, stops_all, ok = self._resolve_video(plan.keyframe_path, path, positions,
+                                                            runs, rows_all, cols)
+        else:
+            dense = [] if gather else None
+            for segment_id, a, b in runs:
+                col = self._columns.get(segment_id, path)
+                cols.append(col)
+                if col is None:
+                    dense = None
+                    continue
+                query = positions[a:b].reshape(-1)
+                rows = np.zeros(len(query), dtype=np.int64) if col.is_static \
+                    else col.index.searchsorted(query, side="right") - 1
+                rows_all[a:b] = rows.reshape(b - a, width)
+                if dense is not None:
+                    values = col.dense
+                    if values is None or (dense_type is not None and (
+                            col.values.type != dense_type or values.shape[1] != dense[0].shape[1]
+                            or values.dtype != dense[0].dtype)):
+                        dense = None
+                    else:
+                        dense.append(values[rows])
+                        dense_type = col.values.type
+            ok = rows_all.min(axis=1) >= 0
         missing = np.empty(n, dtype=np.bool_)
         missing[order] = ~ok
         keep = np.flatnonzero(ok)
+        batch = None
+        dec_start = dec_stop = None
+        out_rows = rows_all[keep]
+        if gather and len(keep):
+            if dense and dense_type is not None:
+                column = _dense_column(dense, dense_type, keep, n, width)
+                out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
+            else:
+                column, all_rows, dec_all_start, dec_all_stop = self._gather_arrow(
+                    plan, runs, cols, rows_all, ok, starts_all, stops_all)
+                out_rows = all_rows[keep]
+                dec_start = None if dec_all_start is None else dec_all_start[keep]
+                dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
+            batch = FieldBatch(column=column, select=plan.field.select,
+                               is_windowed=plan.is_windowed, open_segment=self.open_segment,
+                               path=path)
         requests = RequestArrays(
             sample_positions=order[keep],
             segment_ids=[sorted_ids[i] for i in keep.tolist()],
             index_values=sorted_values[keep],
-            output_rows=out_rows[keep],
-            decode_starts=None if dec_start is None else dec_start[keep],
-            decode_stops=None if dec_stop is None else dec_stop[keep],
-            starts_at_keyframe=video,
+            output_rows=out_rows,
+            decode_starts=dec_start,
+            decode_stops=dec_stop,
+            starts_at_keyframe=plan.keyframe_path is not None,
             ns_dtype=self._sample_index.ns_dtype,
         )
-        batch = None
-        if gather:
-            column = (parts[0] if len(parts) == 1 else
-                      pa.concat_arrays(parts) if parts else pa.array([], type=plan.column_type))
-            batch = FieldBatch(column=column, select=plan.field.select,
-                               is_windowed=plan.is_windowed, open_segment=self.open_segment,
-                               path=path)
         return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing)
 
-    def _keyframe_ranges(self, seg: SegmentData, keyframe_path: str,
+    def _resolve_video(self, keyframe_path: str, path: str, positions: npt.NDArray[np.int64],
+                       runs: list[tuple[str, int, int]], rows_all: npt.NDArray[np.int64],
+                       cols: list[SegmentColumn | None]
+                       ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
+                                  npt.NDArray[np.bool_]]:
+        """Rows, keyframe-to-last-output decode ranges and completeness of a keyframe field."""
+        n, width = positions.shape
+        ok = np.zeros(n, dtype=np.bool_)
+        starts_all = np.zeros(n, dtype=np.int64)
+        stops_all = np.zeros(n, dtype=np.int64)
+        for segment_id, a, b in runs:
+            col = self._columns.get(segment_id, path)
+            cols.append(col)
+            if col is None:
+                continue
+            rows = col.latest_at(positions[a:b].reshape(-1)).reshape(b - a, width)
+            starts, stops, kf_ok = self._keyframe_ranges(segment_id, keyframe_path, col.index,
+                                                         positions[a:b], rows)
+            rows_all[a:b] = rows
+            ok[a:b] = (rows.min(axis=1) >= 0) & kf_ok
+            starts_all[a:b] = starts
+            stops_all[a:b] = stops
+        return starts_all, stops_all, ok
+
+    @staticmethod
+    def _gather_arrow(plan: FieldPlan, runs: list[tuple[str, int, int]],
+                      cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
+                      ok: npt.NDArray[np.bool_], starts_all: npt.NDArray[np.int64] | None,
+                      stops_all: npt.NDArray[np.int64] | None
+                      ) -> tuple[pa.Array, npt.NDArray[np.int64], npt.NDArray[np.int64] | None,
+                                 npt.NDArray[np.int64] | None]:
+        """Rows each segment needs, as Arrow slices (dense) or takes, concatenated."""
+        out_rows = np.zeros_like(rows_all)
+        dec_start = None if starts_all is None else np.zeros_like(starts_all)
+        dec_stop = None if stops_all is None else np.zeros_like(stops_all)
+        parts: list[pa.Array] = []
+        offset = 0
+        for (_, a, b), col in zip(runs, cols, strict=True):
+            run_ok = ok[a:b]
+            if col is None or not run_ok.any():
+                continue
+            rows = rows_all[a:b]
+            if starts_all is not None and stops_all is not None:
+                need = _covered_rows(starts_all[a:b][run_ok], stops_all[a:b][run_ok])
+            else:
+                need = np.unique(rows[run_ok])
+            part, base, contiguous = _take(col.values, need)
+            parts.append(part)
+            if contiguous:
+                out_rows[a:b] = rows - base + offset
+            else:
+                out_rows[a:b] = np.searchsorted(need, rows) + offset
+            if starts_all is not None and stops_all is not None and dec_start is not None \
+                    and dec_stop is not None:
+                if contiguous:
+                    dec_start[a:b] = starts_all[a:b] - base + offset
+                    dec_stop[a:b] = stops_all[a:b] - base + offset
+                else:
+                    dec_start[a:b] = np.searchsorted(need, starts_all[a:b]) + offset
+                    dec_stop[a:b] = np.searchsorted(need, stops_all[a:b] - 1) + 1 + offset
+            offset += len(part)
+        column = parts[0] if len(parts) == 1 else (
+            pa.concat_arrays(parts) if parts else pa.array([], type=plan.column_type))
+        return column, out_rows, dec_start, dec_stop
+
+    def _keyframe_ranges(self, segment_id: str, keyframe_path: str,
                          row_index: npt.NDArray[np.int64], positions: npt.NDArray[np.int64],
                          rows: npt.NDArray[np.int64]
                          ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
                                     npt.NDArray[np.bool_]]:
-        keyframes = self._keyframe_values(seg, keyframe_path)
+        keyframes = self._keyframe_values(segment_id, keyframe_path)
+        if not len(keyframes):
+            zeros = np.zeros(len(positions), dtype=np.int64)
+            return zeros, zeros, np.zeros(len(positions), dtype=np.bool_)
         earliest = positions.min(axis=1)
         k = np.searchsorted(keyframes, earliest, side="right") - 1
-        has = k >= 0
-        if not len(keyframes):
-            zeros = np.zeros(len(earliest), dtype=np.int64)
-            return zeros, zeros, np.zeros(len(earliest), dtype=np.bool_)
         value = keyframes[np.maximum(k, 0)]
         start = np.searchsorted(row_index, value, side="left").astype(np.int64)
         inside = start < len(row_index)
         exact = np.zeros(len(start), dtype=np.bool_)
         exact[inside] = row_index[start[inside]] == value[inside]
         stop = rows.max(axis=1) + 1
-        ok = has & exact & (stop > start) & np.all(rows >= start[:, None], axis=1)
+        ok = (k >= 0) & exact & (stop > start) & np.all(rows >= start[:, None], axis=1)
         return start, stop, ok
 
-    def _keyframe_values(self, seg: SegmentData, keyframe_path: str) -> npt.NDArray[np.int64]:
-        key = (seg.segment_id, keyframe_path)
+    def _keyframe_values(self, segment_id: str, keyframe_path: str) -> npt.NDArray[np.int64]:
+        key = (segment_id, keyframe_path)
         cached = self._keyframes.get(key)
         if cached is not None:
             return cached
-        if not seg.has_column(keyframe_path):
+        col = self._columns.get(segment_id, keyframe_path)
+        if col is None or col.is_static:
             values = np.zeros(0, dtype=np.int64)
         else:
-            col = seg.column(keyframe_path, self._index)
             values = col.index[_first_flags(col.values)]
         self._keyframes[key] = values
         return values
 
     def decode(self, block: ResolvedBlock) -> list[Sample]:
-        """Decode a resolved block into sample dicts (input order)."""
+        """Decode a resolved block into sample dicts (input order).
+
+        Cheap ("inline") fields are decoded first in the calling thread; the rest are cut into
+        tasks (whole fields, or chunks of requests for "requests" decoders) spread over the decode
+        threads, the calling thread taking the first task itself.
+        """
         n = len(block.indices)
         samples: list[Sample] = [{} for _ in range(n)]
-        pending: list[tuple[FieldJob, RequestArrays, Future[list[Any]]]] = []
-        inline: list[FieldJob] = []
+        threads = self._pool.threads
+        tasks: list[tuple[FieldJob, RequestArrays]] = []
         for job in block.jobs:
             for sample in samples:
                 sample[job.plan.key] = None
             if not len(job.requests) or job.batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
-            threads = self._pool.threads
-            if threads <= 1 or concurrency == "inline":
-                inline.append(job)
+            if concurrency == "inline" or threads <= 1:
+                _scatter(samples, job.plan.key, job.requests, _run_decode(job, job.requests))
             elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
                 chunks = min(threads, len(job.requests) // MIN_REQUESTS_PER_THREAD)
                 edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
-                for lo, hi in itertools.pairwise(edges):
-                    part = job.requests[lo:hi]
-                    pending.append((job, part, self._pool.submit(_run_decode, job, part)))
+                tasks += [(job, job.requests[lo:hi]) for lo, hi in itertools.pairwise(edges)]
             else:
-                pending.append((job, job.requests, self._pool.submit(_run_decode, job,
-                                                                     job.requests)))
-        for job in inline:
-            _scatter(samples, job.plan.key, job.requests, _run_decode(job, job.requests))
-        for job, part, future in pending:
+                tasks.append((job, job.requests))
+        futures = [self._pool.submit(_run_decode, job, part) for job, part in tasks[1:]]
+        if tasks:
+            job, part = tasks[0]
+            _scatter(samples, job.plan.key, part, _run_decode(job, part))
+        for (job, part), future in zip(tasks[1:], futures, strict=True):
             _scatter(samples, job.plan.key, part, future.result())
         for key, mask in block.pad_masks.items():
             tensor = torch.from_numpy(mask)
@@ -396,6 +461,23 @@ def _scatter(samples: list[Sample], key: str, requests: RequestArrays, results: 
              ) -> None:
     for position, value in zip(requests.sample_positions.tolist(), results, strict=True):
         samples[position][key] = value
+
+
+def _dense_column(parts: list[npt.NDArray[Any]], list_type: pa.DataType,
+                  keep: npt.NDArray[np.int64], n: int, width: int) -> pa.Array:
+    """A ``List`` column of ``list_type`` from ``[rows, D]`` numpy parts (``n * width`` rows),
+    keeping the rows of the samples in ``keep``."""
+    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    if len(keep) < n:
+        values = values.reshape(n, width, -1)[keep].reshape(len(keep) * width, -1)
+    values = np.ascontiguousarray(values)
+    count, width = values.shape
+    offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
+    # Built from buffers: pyarrow's pa.array(ndarray) costs ~0.5 ms per call (pandas checks).
+    child = pa.Array.from_buffers(list_type.value_type, count * width,
+                                  [None, pa.py_buffer(values)])
+    return pa.ListArray.from_buffers(list_type, count, [None, pa.py_buffer(offsets)],
+                                     children=[child])
 
 
 def _take(values: pa.Array, need: npt.NDArray[np.int64]) -> tuple[pa.Array, int, bool]:

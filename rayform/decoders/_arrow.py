@@ -134,8 +134,9 @@ class BlobReader:
         item = self._blobs[index]
         if not item.is_valid:
             return None
+        # Arrow buffers export signed bytes ('b'); decoders expect unsigned ('B').
         if isinstance(item, pa.BinaryScalar | pa.LargeBinaryScalar):
-            return memoryview(item.as_buffer())
+            return memoryview(item.as_buffer()).cast("B")
         values = item.values
         buffer = values.buffers()[1]
-        return memoryview(buffer)[values.offset:values.offset + len(values)]
+        return memoryview(buffer).cast("B")[values.offset:values.offset + len(values)]

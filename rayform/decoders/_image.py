@@ -144,7 +144,9 @@ def _to_chw(blob: memoryview | None) -> torch.Tensor | None:
     arr = decode_image(blob)
     if arr is None:
         return None
-    return torch.from_numpy(arr).permute(2, 0, 1)
+    # Transposed here, on a decode thread: stacking contiguous frames is then a plain copy,
+    # where stacking HWC views would transpose in the collating (main) thread.
+    return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
 
 
 def _assemble(frames: list[torch.Tensor | None], *, windowed: bool) -> torch.Tensor | None:

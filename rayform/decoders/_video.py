@@ -20,13 +20,11 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
-from itertools import pairwise
 from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import torch
 
 from rayform.catalog._columns import (
     VIDEO_ASSET,
@@ -41,27 +39,28 @@ from rayform.decoders._video_bitstream import detect_gop_start
 from rayform.decoders._video_codec import open_decoder, require_av
 from rayform.decoders._video_frames import (
     PacketColumn,
-    YuvPlanes,
     frame_to_rgb,
     frame_to_yuv,
     is_packet_column,
     is_timestamp_column,
 )
+from rayform.decoders._video_output import Captured, CopyOutputs, ViewOutputs
 from rayform.decoders._video_plan import (
     AssetRun,
     FrameKey,
     PacketRun,
+    Run,
     Unresolved,
     plan_asset_runs,
     plan_packet_runs,
+    schedule_runs,
 )
+from rayform.decoders._video_pool import RunPool
 from rayform.decoders._video_session import DecoderSession, SessionCache
-from rayform.decoders._yuv import Yuv420Frame
-from rayform.errors import ColumnNotFoundError, ConfigError
+from rayform.errors import ColumnNotFoundError, ConfigError, FormatError
 
 WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
-Captured = npt.NDArray[np.uint8] | YuvPlanes
 
 _KEYFRAME_COMPONENT: Final = "is_keyframe"
 # Video files kept indexed (packet table + memory map) per decoder, beyond the open sessions.
@@ -110,6 +109,9 @@ class VideoFrameDecoder(ColumnDecoder):
         window_storage: ``"copy"`` gives every sample its own memory; ``"view"`` lets samples and
             window slots that show the same frame share one frame bank per call.
         output_format: ``"rgb"`` (uint8 tensors) or ``"yuv420p"`` (:class:`Yuv420Frame`).
+        decode_threads: threads sharing a block's independent runs (rayform's addition);
+            ``None`` uses the process's CPUs (at most 4) in the main process and 1 inside a
+            DataLoader worker.
     """
 
     def __init__(
@@ -120,6 +122,7 @@ class VideoFrameDecoder(ColumnDecoder):
         thread_count: int = 1,
         window_storage: WindowStorage = "copy",
         output_format: OutputFormat = "rgb",
+        decode_threads: int | None = None,
     ) -> None:
         if not isinstance(codec, str) or not codec.strip():
             raise ConfigError(f"VideoFrameDecoder: codec must be a codec name, got {codec!r}")
@@ -141,12 +144,19 @@ class VideoFrameDecoder(ColumnDecoder):
             raise ConfigError(
                 f"VideoFrameDecoder: output_format must be 'rgb' or 'yuv420p', got {output_format!r}"
             )
+        if decode_threads is not None and (not isinstance(decode_threads, int)
+                                           or decode_threads < 1):
+            raise ConfigError(
+                f"VideoFrameDecoder: decode_threads must be an integer >= 1 or None, got "
+                f"{decode_threads!r}"
+            )
         require_av()
         self.codec = codec
         self.max_decoder_sessions = max_decoder_sessions
         self.thread_count = thread_count
         self.window_storage: WindowStorage = window_storage
         self.output_format: OutputFormat = output_format
+        self.decode_threads = decode_threads
         self._init_state()
 
     def _init_state(self) -> None:
@@ -154,13 +164,15 @@ class VideoFrameDecoder(ColumnDecoder):
         self._assets: OrderedDict[str, AssetPackets] = OrderedDict()
         self._asset_lock = threading.Lock()
         self._warned: set[str] = set()
+        self._stats_lock = threading.Lock()
         self._resumed = 0
         self._started = 0
+        self._pool = RunPool(self.decode_threads)
 
     # ------------------------------------------------------------------ configuration surface
     def __repr__(self) -> str:
         defaults = {"codec": "h264", "max_decoder_sessions": 8, "thread_count": 1,
-                    "window_storage": "copy", "output_format": "rgb"}
+                    "window_storage": "copy", "output_format": "rgb", "decode_threads": None}
         options = [f"{name}={getattr(self, name)!r}" for name, default in defaults.items()
                    if getattr(self, name) != default]
         return f"VideoFrameDecoder({', '.join(options)})"
@@ -169,7 +181,7 @@ class VideoFrameDecoder(ColumnDecoder):
         # Open codec contexts and memory maps cannot cross processes: ship the options only.
         return {"codec": self.codec, "max_decoder_sessions": self.max_decoder_sessions,
                 "thread_count": self.thread_count, "window_storage": self.window_storage,
-                "output_format": self.output_format}
+                "output_format": self.output_format, "decode_threads": self.decode_threads}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -238,44 +250,67 @@ class VideoFrameDecoder(ColumnDecoder):
         if batch.select is not None:
             column = batch.take_rows(range(len(column)))
         captured: dict[FrameKey, Captured] = {}
+        failures: list[tuple[str, str]] = []
         keys: list[list[FrameKey] | Unresolved]
         if is_packet_column(column.type):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
-            for packet_run in packet_runs:
-                self._guard(packet_run.segment_id,
-                            partial(self._decode_packet_run, packet_run, packets, captured))
+            self._run_all(schedule_runs(packet_runs, parts=self._pool.threads),
+                          partial(self._decode_packet_run, packets=packets, captured=captured),
+                          failures)
         elif is_timestamp_column(column.type):
             timestamps = _flat_timestamps(column)
-            assets: dict[str, tuple[str, AssetPackets]] = {}
+            assets: dict[str, tuple[str, AssetPackets] | None] = {}
 
-            def asset_of(segment_id: str) -> tuple[str, AssetPackets]:
-                found = assets.get(segment_id)
-                if found is None:
-                    found = assets[segment_id] = self._asset_of(batch, segment_id)
-                return found
+            def asset_of(segment_id: str) -> tuple[str, AssetPackets] | None:
+                if segment_id not in assets:
+                    assets[segment_id] = self._asset_of(batch, segment_id, failures)
+                return assets[segment_id]
 
             asset_runs, keys = plan_asset_runs(requests, timestamps, asset_of)
-            for asset_run in asset_runs:
-                self._guard(asset_run.segment_id,
-                            partial(self._decode_asset_run, asset_run, captured))
+            self._run_all(schedule_runs(asset_runs, parts=self._pool.threads),
+                          partial(self._decode_asset_run, captured=captured), failures)
         else:
             raise ConfigError(
                 f"VideoFrameDecoder reads '...:VideoStream:sample' (List<Binary>) or "
                 f"'...:VideoFrameReference:timestamp' (List<Int64>) columns, got "
                 f"{column.type} for {batch.path or 'this field'!r}"
             )
-        return self._assemble(requests, keys, captured, is_windowed=batch.is_windowed)
+        results = self._assemble(requests, keys, captured, failures,
+                                 is_windowed=batch.is_windowed)
+        for kind, message in failures:
+            self._warn(kind, message)
+        return results
 
-    def _guard(self, segment_id: str, run: Callable[[], None]) -> None:
-        """Run one decode pass; a failure only costs the samples of that pass."""
+    def _run_all(self, jobs: list[list[Run]], decode_run: Callable[[Run], bool],
+                 failures: list[tuple[str, str]]) -> None:
+        """Decode every job (a list of runs, in order) on the decode threads."""
+
+        def job(runs: list[Run]) -> None:
+            for run in runs:
+                resumed = self._guard(run.segment_id, partial(decode_run, run), failures)
+                with self._stats_lock:
+                    if resumed is True:
+                        self._resumed += 1
+                    elif resumed is False:
+                        self._started += 1
+
+        self._pool.map(job, jobs)
+
+    def _guard(self, segment_id: str, run: Callable[[], bool],
+               failures: list[tuple[str, str]]) -> bool | None:
+        """Run one decode pass; a failure only costs the samples of that pass.
+
+        Returns whether the pass continued an open session, ``None`` if it failed.
+        """
         av = require_av()
         try:
-            run()
+            return run()
         except _RunFailedError as failure:
-            self._warn(failure.kind, f"segment {segment_id!r}: {failure}")
+            failures.append((failure.kind, f"segment {segment_id!r}: {failure}"))
         except (av.FFmpegError, ValueError, EOFError) as err:
-            self._warn("decode", f"segment {segment_id!r}: {type(err).__name__}: {err}")
+            failures.append(("decode", f"segment {segment_id!r}: {type(err).__name__}: {err}"))
+        return None
 
     def _warn(self, kind: str, message: str) -> None:
         if kind in self._warned:
@@ -285,7 +320,7 @@ class VideoFrameDecoder(ColumnDecoder):
             f"{self!r}: {message}; those samples are None (further '{kind}' failures of this "
             "decoder are not reported)",
             RuntimeWarning,
-            stacklevel=4,
+            stacklevel=3,
         )
 
     def _convert(self, frame: Any, session: DecoderSession) -> Captured:
@@ -298,10 +333,10 @@ class VideoFrameDecoder(ColumnDecoder):
         return frame_to_yuv(frame, session.reformatter)
 
     # ------------------------------------------------------------------------ packet streams
-    def _decode_packet_run(self, run: PacketRun, packets: PacketColumn,
-                           captured: dict[FrameKey, Captured]) -> None:
+    def _decode_packet_run(self, run: PacketRun, *, packets: PacketColumn,
+                           captured: dict[FrameKey, Captured]) -> bool:
         av = require_av()
-        anchor = packets.packet(run.start_row)
+        anchor = packets.packet(run.start)
         key = (run.segment_id, len(anchor), hash(anchor))
         session = self._sessions.checkout(key)
         if session is not None and not self._can_resume_packets(session, run, packets, anchor):
@@ -311,17 +346,17 @@ class VideoFrameDecoder(ColumnDecoder):
             if is_start is False or (is_start is None and not run.trusted):
                 raise _RunFailedError(
                     "keyframe",
-                    f"row {run.start_row} does not start a group of pictures ({self.codec} "
+                    f"row {run.start} does not start a group of pictures ({self.codec} "
                     "keyframe with its parameter sets); is_keyframe disagrees with the stream",
                 )
+            resumed = False
             session = DecoderSession(key=key, anchor=anchor, context=open_decoder(
                 self.codec, thread_count=self.thread_count))
-            self._started += 1
         else:
-            self._resumed += 1
+            resumed = True
         context = session.context
-        pending = {session.pts_base + row - run.start_row: row for row in run.wanted_rows}
-        key_offsets = {row - run.start_row for row in run.keyframe_rows}
+        pending = {session.pts_base + row - run.start: row for row in run.wanted_rows}
+        key_offsets = {row - run.start for row in run.keyframe_rows}
 
         def take(frame: Any) -> None:
             pts = frame.pts
@@ -337,16 +372,16 @@ class VideoFrameDecoder(ColumnDecoder):
 
         if session.last_pts is not None and session.last_pts in pending:
             take(session.last_frame)
-        first = run.start_row + session.next_position
-        for row in range(first, run.end_row + 1):
+        first = run.start + session.next_position
+        for row in range(first, run.end + 1):
             if not pending:
                 break
             if not packets.nonempty[row]:
                 continue
             data = packets.packet(row)
             packet = av.Packet(data)
-            packet.pts = packet.dts = session.pts_base + row - run.start_row
-            session.next_position = row - run.start_row + 1
+            packet.pts = packet.dts = session.pts_base + row - run.start
+            session.next_position = row - run.start + 1
             session.last_fed = data
             for frame in context.decode(packet):
                 take(frame)
@@ -355,9 +390,10 @@ class VideoFrameDecoder(ColumnDecoder):
                 take(frame)
             if pending:
                 raise _RunFailedError("decode", f"rows {sorted(pending.values())} decoded to no frame")
-            return
+            return resumed
         self._rekey_packet_session(session, run, packets, key_offsets)
         self._sessions.checkin(session)
+        return resumed
 
     def _can_resume_packets(self, session: DecoderSession, run: PacketRun,
                             packets: PacketColumn, anchor: bytes) -> bool:
@@ -368,28 +404,29 @@ class VideoFrameDecoder(ColumnDecoder):
         """
         if session.anchor != anchor or session.next_position == 0:
             return False
-        last_row = run.start_row + session.next_position - 1
-        if last_row > run.end_row or packets.packet(last_row) != session.last_fed:
+        last_row = run.start + session.next_position - 1
+        if last_row > run.end or packets.packet(last_row) != session.last_fed:
             return False
-        first_pts = session.pts_base + min(run.wanted_rows) - run.start_row
+        first_pts = session.pts_base + min(run.wanted_rows) - run.start
         return session.last_pts is not None and first_pts >= session.last_pts
 
     def _rekey_packet_session(self, session: DecoderSession, run: PacketRun,
                               packets: PacketColumn, key_offsets: set[int]) -> None:
         """Key the session by the latest keyframe it passed, where the next run will start."""
         fed = session.next_position
-        later = [k for k in key_offsets if 0 < k < fed and packets.nonempty[run.start_row + k]]
+        later = [k for k in key_offsets if 0 < k < fed and packets.nonempty[run.start + k]]
         if not later:
             return
         offset = max(later)
-        anchor = packets.packet(run.start_row + offset)
+        anchor = packets.packet(run.start + offset)
         session.key = (run.segment_id, len(anchor), hash(anchor))
         session.anchor = anchor
         session.pts_base += offset
         session.next_position -= offset
 
     # -------------------------------------------------------------------------- video assets
-    def _asset_of(self, batch: FieldBatch, segment_id: str) -> tuple[str, AssetPackets]:
+    def _asset_of(self, batch: FieldBatch, segment_id: str,
+                  failures: list[tuple[str, str]]) -> tuple[str, AssetPackets] | None:
         if batch.open_segment is None:
             raise ConfigError(
                 "VideoFrameDecoder needs FieldBatch.open_segment to read video assets "
@@ -411,17 +448,22 @@ class VideoFrameDecoder(ColumnDecoder):
         if len(values) == 0:
             raise ConfigError(f"segment {segment_id!r}: {asset_column!r} is empty")
         digest = str(values[len(values) - 1].as_py())
-        path = str(segment.asset_path(digest))
+        try:
+            path = str(segment.asset_path(digest))
+            with self._asset_lock:
+                packets = self._assets.pop(path, None)
+                if packets is None:
+                    packets = load_asset_packets(path)
+                self._assets[path] = packets
+        except (FormatError, OSError, LookupError) as err:
+            failures.append(("asset", f"segment {segment_id!r}: video asset {digest[:12]}: {err}"))
+            return None
         with self._asset_lock:
-            packets = self._assets.pop(path, None)
-            if packets is None:
-                packets = load_asset_packets(path)
-            self._assets[path] = packets
             while len(self._assets) > max(_MIN_ASSET_CACHE, self.max_decoder_sessions):
                 self._assets.popitem(last=False)  # unmapped when its last run finishes
         return digest, packets
 
-    def _decode_asset_run(self, run: AssetRun, captured: dict[FrameKey, Captured]) -> None:
+    def _decode_asset_run(self, run: AssetRun, *, captured: dict[FrameKey, Captured]) -> bool:
         av = require_av()
         packets = run.packets
         presented_pts = packets.pts[packets.presentation_to_decode]
@@ -434,10 +476,7 @@ class VideoFrameDecoder(ColumnDecoder):
         if session is None:
             session = DecoderSession(key=key, context=open_decoder(
                 packets.codec, thread_count=self.thread_count, extradata=packets.extradata))
-        if resumable:
-            self._resumed += 1
-        else:
-            self._started += 1
+        if not resumable:
             session.context.flush_buffers()
             session.next_position = run.start
             session.last_pts = None
@@ -471,43 +510,34 @@ class VideoFrameDecoder(ColumnDecoder):
                 raise _RunFailedError(
                     "decode", f"{packets.path.name}: frames {sorted(pending.values())} were not "
                     "produced by the decoder")
-            return
+            return resumable
         self._sessions.checkin(session)
+        return resumable
 
     # ------------------------------------------------------------------------------- output
     def _assemble(self, requests: Sequence[DecodeRequest],
-                  keys: list[list[FrameKey] | Unresolved],
-                  captured: dict[FrameKey, Captured], *, is_windowed: bool) -> list[Any]:
+                  keys: list[list[FrameKey] | Unresolved], captured: dict[FrameKey, Captured],
+                  failures: list[tuple[str, str]], *, is_windowed: bool) -> list[Any]:
+        outputs = (ViewOutputs(captured) if self.window_storage == "view"
+                   else CopyOutputs(captured))
         results: list[Any] = []
-        bank = _FrameBank(captured) if self.window_storage == "view" else None
-        claimed: set[FrameKey] = set()
         for request, frame_keys in zip(requests, keys, strict=True):
             if isinstance(frame_keys, Unresolved):
-                self._warn(frame_keys.reason, f"segment {request.segment_id!r} at "
-                           f"{request.index_value!r}: no decodable frame")
+                failures.append((frame_keys.reason, f"segment {request.segment_id!r} at "
+                                 f"{request.index_value!r}: no decodable frame"))
                 results.append(None)
                 continue
             if any(k not in captured for k in frame_keys):
                 results.append(None)
                 continue
-            if not is_windowed:
-                frame_keys = frame_keys[-1:]
-            shapes = {captured[k].shape for k in frame_keys}
+            shapes = {captured[k].shape for k in frame_keys} if is_windowed else set()
             if len(shapes) > 1:
-                self._warn("shape", f"segment {request.segment_id!r} at {request.index_value!r}: "
-                           f"window frames differ in size {sorted(shapes)}")
+                failures.append(("shape", f"segment {request.segment_id!r} at "
+                                 f"{request.index_value!r}: window frames differ in size "
+                                 f"{sorted(shapes)}"))
                 results.append(None)
                 continue
-            if bank is not None:
-                results.append(bank.take(frame_keys, is_windowed=is_windowed))
-            elif is_windowed:
-                results.append(_stack([captured[k] for k in frame_keys]))
-            else:
-                value = captured[frame_keys[0]]
-                if frame_keys[0] in claimed:
-                    value = _copy(value)
-                claimed.add(frame_keys[0])
-                results.append(_single(value))
+            results.append(outputs.take(frame_keys, is_windowed=is_windowed))
         return results
 
 
@@ -533,69 +563,3 @@ def _flat_timestamps(column: Any) -> npt.NDArray[np.int64]:
     valid = column.is_valid().to_numpy(zero_copy_only=False) & (offsets[1:] > offsets[:-1])
     out[valid] = flat[offsets[:-1][valid]]
     return out
-
-
-def _single(value: Captured) -> Any:
-    if isinstance(value, YuvPlanes):
-        return Yuv420Frame(y=torch.from_numpy(value.y), uv=torch.from_numpy(value.uv),
-                           color_space=value.color_space,  # type: ignore[arg-type]
-                           color_range=value.color_range)  # type: ignore[arg-type]
-    return torch.from_numpy(value).permute(2, 0, 1)
-
-
-def _copy(value: Captured) -> Captured:
-    if isinstance(value, YuvPlanes):
-        return YuvPlanes(y=value.y.copy(), uv=value.uv.copy(), color_space=value.color_space,
-                         color_range=value.color_range)
-    return value.copy()
-
-
-def _stack(values: list[Captured]) -> Any:
-    first = values[0]
-    if isinstance(first, YuvPlanes):
-        planes = [v for v in values if isinstance(v, YuvPlanes)]
-        return Yuv420Frame(y=torch.from_numpy(np.stack([p.y for p in planes])),
-                           uv=torch.from_numpy(np.stack([p.uv for p in planes])),
-                           color_space=first.color_space,  # type: ignore[arg-type]
-                           color_range=first.color_range)  # type: ignore[arg-type]
-    return torch.from_numpy(np.stack(values)).permute(0, 3, 1, 2)  # type: ignore[arg-type]
-
-
-class _FrameBank:
-    """``window_storage="view"``: the call's frames stacked once per size; samples are views."""
-
-    def __init__(self, captured: dict[FrameKey, Captured]) -> None:
-        self._captured = captured
-        self._slot: dict[FrameKey, tuple[tuple[int, ...], int]] = {}
-        by_shape: dict[tuple[int, ...], list[FrameKey]] = {}
-        for key in sorted(captured, key=_sort_key):
-            by_shape.setdefault(captured[key].shape, []).append(key)
-        self._banks: dict[tuple[int, ...], Any] = {}
-        for shape, keys in by_shape.items():
-            for i, key in enumerate(keys):
-                self._slot[key] = (shape, i)
-            self._banks[shape] = _stack([captured[k] for k in keys])
-
-    def take(self, keys: list[FrameKey], *, is_windowed: bool) -> Any:
-        shape = self._slot[keys[0]][0]
-        bank = self._banks[shape]
-        slots = [self._slot[k][1] for k in keys]
-        if not is_windowed:
-            return _index(bank, slots[0])
-        steps = {b - a for a, b in pairwise(slots)}
-        if len(slots) == 1 or (len(steps) == 1 and min(steps) > 0):
-            step = steps.pop() if steps else 1
-            return _index(bank, slice(slots[0], slots[-1] + 1, step))
-        return _index(bank, torch.as_tensor(slots))
-
-
-def _index(bank: Any, where: Any) -> Any:
-    if isinstance(bank, Yuv420Frame):
-        return Yuv420Frame(y=bank.y[where], uv=bank.uv[where], color_space=bank.color_space,
-                           color_range=bank.color_range)
-    return bank[where]
-
-
-def _sort_key(key: FrameKey) -> tuple[str, int]:
-    return (key[0], key[1]) if isinstance(key, tuple) else ("", key)
-

@@ -1,15 +1,17 @@
 """GOP-aware decode plans: group a block's video requests into runs decoded once each.
 
 A *run* is one forward pass of a decoder from a keyframe: every request of the block whose frames
-come from the same group of pictures (or from GOPs that follow each other with nothing skipped)
-joins the same run, and the run captures every frame any of them wants. Each run is independent
-(its own decoder session), so a block costs one decode per GOP touched, not one per sample.
+come from the same group of pictures joins the same run, and the run captures every frame any of
+them wants, so a block costs one decode per GOP touched, not one per sample. Runs are independent,
+so :func:`schedule_runs` can share them out between decode threads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -23,23 +25,33 @@ FrameKey = int | tuple[str, int]
 
 @dataclass(slots=True, kw_only=True)
 class PacketRun:
-    """Rows ``start_row..end_row`` of one segment's packet stream, decoded from ``start_row``.
+    """Rows ``start..end`` of one segment's packet stream, decoded forward from ``start``.
 
     Attributes:
-        segment_id: the segment.
-        start_row: the keyframe row the run starts at.
-        end_row: the last row to feed (the last wanted frame).
+        segment_id: the segment (also the stream runs are merged within).
+        start: the keyframe row the run starts at.
+        end: the last row to feed (the last wanted frame).
         wanted_rows: rows whose frames are captured.
         keyframe_rows: rows known to be keyframes (the starts of the merged requests).
-        trusted: some request vouched that ``start_row`` is a keyframe (``starts_at_keyframe``).
+        trusted: some request vouched that ``start`` is a keyframe (``starts_at_keyframe``).
     """
 
     segment_id: str
-    start_row: int
-    end_row: int
+    start: int
+    end: int
     wanted_rows: set[int] = field(default_factory=set)
     keyframe_rows: set[int] = field(default_factory=set)
     trusted: bool = False
+
+    @property
+    def stream(self) -> str:
+        return self.segment_id
+
+    def absorb(self, other: PacketRun) -> None:
+        """Continue this run through ``other`` (which starts at or before this run's end + 1)."""
+        self.end = max(self.end, other.end)
+        self.wanted_rows |= other.wanted_rows
+        self.keyframe_rows |= other.keyframe_rows
 
 
 @dataclass(slots=True, kw_only=True)
@@ -62,10 +74,20 @@ class AssetRun:
     end: int
     wanted: set[int] = field(default_factory=set)
 
+    @property
+    def stream(self) -> str:
+        return self.asset_key
+
+    def absorb(self, other: AssetRun) -> None:
+        """Continue this run through ``other`` (which starts at or before this run's end + 1)."""
+        self.end = max(self.end, other.end)
+        self.wanted |= other.wanted
+
 
 @dataclass(frozen=True, slots=True)
 class Unresolved:
-    """Why a request gets no frames: ``"keyframe"`` (nothing decodable before it) or ``"empty"``."""
+    """Why a request gets no frames: ``"keyframe"`` (nothing decodable before it), ``"empty"``
+    (no packet since its keyframe) or ``"asset"`` (its video file cannot be read)."""
 
     reason: str
 
@@ -100,36 +122,27 @@ def plan_packet_runs(
             continue
         run = groups.get((request.segment_id, start))
         if run is None:
-            run = PacketRun(segment_id=request.segment_id, start_row=start, end_row=start,
+            run = PacketRun(segment_id=request.segment_id, start=start, end=start,
                             keyframe_rows={start})
             groups[(request.segment_id, start)] = run
         run.wanted_rows.update(rows)
-        run.end_row = max(run.end_row, *rows)
+        run.end = max(run.end, *rows)
         run.trusted = run.trusted or request.starts_at_keyframe
         keys.append(list(rows))
-    runs: list[PacketRun] = []
-    for (segment_id, _), run in sorted(groups.items()):
-        last = runs[-1] if runs else None
-        if last is not None and last.segment_id == segment_id and run.start_row <= last.end_row + 1:
-            last.end_row = max(last.end_row, run.end_row)
-            last.wanted_rows |= run.wanted_rows
-            last.keyframe_rows |= run.keyframe_rows
-        else:
-            runs.append(run)
-    return runs, keys
+    return [run for _, run in sorted(groups.items())], keys
 
 
 def plan_asset_runs(
     requests: Sequence[DecodeRequest],
     timestamps_ns: npt.NDArray[np.int64],
-    asset_of: Callable[[str], tuple[str, AssetPackets]],
+    asset_of: Callable[[str], tuple[str, AssetPackets] | None],
 ) -> tuple[list[AssetRun], list[list[FrameKey] | Unresolved]]:
     """Group video-asset requests by (file, keyframe) and merge touching groups.
 
     Args:
         requests: the block's requests (any order).
         timestamps_ns: ``int64[num_rows]`` each batch row's frame timestamp in its file.
-        asset_of: segment id to ``(asset key, packet table)``.
+        asset_of: segment id to ``(asset key, packet table)``, ``None`` if the file is unusable.
 
     Returns:
         The runs, and per request the frame keys of its outputs or why it has none.
@@ -137,7 +150,11 @@ def plan_asset_runs(
     groups: dict[tuple[str, int], AssetRun] = {}
     keys: list[list[FrameKey] | Unresolved] = []
     for request in requests:
-        asset_key, packets = asset_of(request.segment_id)
+        asset = asset_of(request.segment_id)
+        if asset is None:
+            keys.append(Unresolved("asset"))
+            continue
+        asset_key, packets = asset
         rows = np.asarray(request.output_row_indices, dtype=np.int64)
         frames = packets.frame_at(timestamps_ns[rows])
         first = int(frames.min())
@@ -154,12 +171,37 @@ def plan_asset_runs(
         run.wanted.update(wanted)
         run.end = max(run.end, int(packets.presentation_to_decode[frames].max()))
         keys.append([(asset_key, f) for f in wanted])
-    runs: list[AssetRun] = []
-    for (asset_key, _), run in sorted(groups.items()):
-        last = runs[-1] if runs else None
-        if last is not None and last.asset_key == asset_key and run.start <= last.end + 1:
-            last.end = max(last.end, run.end)
-            last.wanted |= run.wanted
+    return [run for _, run in sorted(groups.items())], keys
+
+
+Run = TypeVar("Run", PacketRun, AssetRun)
+
+
+def _merge(runs: list[Run], *, gap: int) -> list[Run]:
+    """Merge runs of one stream whose start is at most ``gap`` past the previous run's end."""
+    merged: list[Run] = []
+    for run in runs:
+        last = merged[-1] if merged else None
+        if last is not None and last.stream == run.stream and run.start <= last.end + gap:
+            last.absorb(run)
         else:
-            runs.append(run)
-    return runs, keys
+            merged.append(run)
+    return merged
+
+
+def schedule_runs(runs: list[Run], *, parts: int) -> list[list[Run]]:
+    """Split a block's runs (sorted by stream, then start) into up to ``parts`` decode jobs.
+
+    Runs that overlap are merged first (their shared frames are decoded once). The merged runs
+    are then cut into contiguous parts of similar decoding work (packets fed), and within a part
+    runs that follow each other without a gap are merged again, so that one decoder carries on
+    through the keyframe instead of starting afresh (the same frames, one decoder fewer).
+    """
+    merged = _merge(runs, gap=0)
+    if parts <= 1 or len(merged) <= 1:
+        return [_merge(merged, gap=1)] if merged else []
+    cost = np.array([run.end - run.start + 1 for run in merged], dtype=np.float64)
+    bounds = np.searchsorted(np.cumsum(cost), np.arange(1, parts) * cost.sum() / parts)
+    cuts: list[int] = sorted({int(b) + 1 for b in bounds if 0 <= b < len(merged) - 1})
+    edges = [0, *cuts, len(merged)]
+    return [_merge(merged[a:b], gap=1) for a, b in pairwise(edges) if b > a]

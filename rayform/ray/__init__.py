@@ -9,6 +9,7 @@ does not import Ray, each function does when called. Connect first with :func:`c
 from __future__ import annotations
 
 from rayform.ray._cluster import TaskOptions, connect
+from rayform.ray._export import export_lerobot
 from rayform.ray._ingest import register_many
 from rayform.ray._samples import read_samples
 from rayform.ray._segments import read_segments
@@ -18,6 +19,7 @@ __all__ = [
     "TaskOptions",
     "compute_statistics",
     "connect",
+    "export_lerobot",
     "read_samples",
     "read_segments",
     "register_many",

@@ -95,11 +95,11 @@ def run_tasks(fn: Callable[..., _T], calls: Sequence[tuple[Any, ...]],
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
                 results[pending.pop(ref)] = ray.get(ref)
-    except ray.exceptions.RayTaskError as err:
+    except ray.exceptions.RayError as err:  # a task raised, or its worker died
         for ref in pending:
             ray.cancel(ref)
         cause = getattr(err, "cause", None)
-        if isinstance(cause, Exception):
+        if isinstance(err, ray.exceptions.RayTaskError) and isinstance(cause, Exception):
             raise cause from err
         raise
 

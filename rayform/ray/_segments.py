@@ -19,7 +19,7 @@ from rayform.catalog._columns import SEGMENT_ID, entity_of
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._segment_data import index_to_int64
 from rayform.errors import ConfigError
-from rayform.ray._cluster import require_ray
+from rayform.ray._cluster import TaskOptions, batched, require_ray
 
 if TYPE_CHECKING:
     import ray.data
@@ -75,12 +75,12 @@ def resolve_source(source: DatasetView | Slice) -> tuple[DatasetView, TimeRange 
     )
 
 
-def _datasource(plan: SegmentReadPlan, segment_ids: list[str], sizes: dict[str, int]) -> Any:
+def _datasource(plan: SegmentReadPlan, groups: list[list[str]], sizes: dict[str, int]) -> Any:
     ray_data = require_ray().data
     from ray.data.block import BlockMetadata
 
     class SegmentDatasource(ray_data.Datasource):  # type: ignore[misc, name-defined]
-        """One read task per group of consecutive segments."""
+        """One read task per group of consecutive segments (``segments_per_task``)."""
 
         def get_name(self) -> str:
             return "RayformSegments"
@@ -89,9 +89,6 @@ def _datasource(plan: SegmentReadPlan, segment_ids: list[str], sizes: dict[str, 
             return sum(sizes.values()) or None
 
         def get_read_tasks(self, parallelism: int, *args: Any, **kwargs: Any) -> list[Any]:
-            count = max(1, min(parallelism, len(segment_ids)))
-            groups = [list(g) for g in np.array_split(np.array(segment_ids, dtype=object), count)
-                      if len(g)]
             return [
                 ray_data.ReadTask(
                     (lambda group=group: plan.read_group(group)),
@@ -106,7 +103,7 @@ def _datasource(plan: SegmentReadPlan, segment_ids: list[str], sizes: dict[str, 
 
 def read_segments(source: DatasetView | Slice, *, columns: str | Sequence[str] | None = None,
                   index: str | None = None, fill_latest_at: bool = False,
-                  override_num_blocks: int | None = None) -> ray.data.Dataset:
+                  options: TaskOptions | None = None) -> ray.data.Dataset:
     """A ``ray.data.Dataset`` of the rows of a view or slice, read segment by segment in Ray tasks.
 
     Args:
@@ -115,8 +112,7 @@ def read_segments(source: DatasetView | Slice, *, columns: str | Sequence[str] |
         index: the timeline rows are aligned on (default the dataset's first timeline).
         fill_latest_at: fill each column with its latest value at or before the row (as
             :meth:`DatasetView.reader`); otherwise only exact matches.
-        override_num_blocks: number of read tasks (default chosen by Ray Data; at most one per
-            segment).
+        options: CPUs per read task, concurrency, segments per read task.
 
     Returns:
         A lazy dataset whose rows are ``rerun_segment_id``, ``<index>`` and the columns.
@@ -154,8 +150,11 @@ def read_segments(source: DatasetView | Slice, *, columns: str | Sequence[str] |
     if not segment_ids:
         dataset = ray_data.from_arrow(_empty_table(plan))
     else:
-        dataset = ray_data.read_datasource(_datasource(plan, segment_ids, sizes),
-                                           override_num_blocks=override_num_blocks)
+        opts = options or TaskOptions()
+        groups = batched(segment_ids, opts.segments_per_task)
+        dataset = ray_data.read_datasource(_datasource(plan, groups, sizes),
+                                           num_cpus=opts.num_cpus,
+                                           concurrency=opts.max_concurrency)
     return dataset
 
 

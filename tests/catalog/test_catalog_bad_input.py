@@ -16,6 +16,7 @@ from recording_factories import RecordingFactory, disk_state
 import rayform
 from rayform.catalog import Catalog, DatasetEntry
 from rayform.catalog._recording import HEADER_KEY
+from rayform.catalog._snapshot import clear_cache
 from rayform.errors import (
     CatalogNotFoundError,
     ColumnNotFoundError,
@@ -326,3 +327,42 @@ def test_damaged_metadata_names_the_file(robots: DatasetEntry, root: Path,
         if target != "catalog.json":
             with pytest.raises(CorruptMetadataError, match=message):
                 Catalog.open(root).sql("SELECT * FROM robots.segments").to_arrow_table()
+
+
+def _index_object(root: Path) -> Path:
+    header = json.loads(_versions(root, "robots")[-1].read_bytes())
+    digest = header["segment_index"]
+    return root / "objects" / digest[:2] / digest
+
+
+@pytest.mark.parametrize("damage", ["truncate", "delete", "foreign", "bad_record"])
+def test_damaged_segment_index(robots: DatasetEntry, root: Path, disk_unchanged: Guard,
+                               damage: str) -> None:
+    path = _index_object(root)
+    path.chmod(0o644)
+    if damage == "truncate":
+        path.write_bytes(path.read_bytes()[:100])
+        message = r"segment index is not a readable Arrow IPC file"
+    elif damage == "delete":
+        path.unlink()
+        message = r"its segment index object [0-9a-f]{64} is missing"
+    elif damage == "foreign":
+        table = pa.table({"x": [1, 2, 3]})
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        message = r"not a rayform segment index"
+    else:
+        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+        records = table.column("record").to_pylist()
+        records[1] = json.dumps({**json.loads(records[1]), "num_rows": "many"})
+        table = table.set_column(table.schema.get_field_index("record"), "record",
+                                 pa.array(records, pa.string()))
+        with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        message = r"segment 'ep1': invalid segment record: key num_rows"
+    clear_cache()  # another process would not have the object cached
+    with disk_unchanged(root):
+        ds = Catalog.open(root).get_dataset("robots")  # the header alone is fine
+        with pytest.raises(CorruptMetadataError, match=message) as info:
+            [ds.segment_record(s) for s in ds.segment_ids()]
+        assert "000000000001.json" in str(info.value)

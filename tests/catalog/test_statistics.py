@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from rayform.catalog import Catalog, DatasetEntry, RecordingWriter, compute_statistics
+from rayform.catalog import (
+    Catalog,
+    ColumnStatistics,
+    DatasetEntry,
+    RecordingWriter,
+    compute_statistics,
+)
 from rayform.catalog._statistics import (
     DEFAULT_QUANTILES,
     StatisticsAccumulator,
@@ -60,15 +66,14 @@ def _reference(seed: int, n: int, column: str) -> np.ndarray:
     return (frames * (seed + 1)).astype(np.float64)[:, None]
 
 
-def _check_against_numpy(stats: object, values: np.ndarray) -> None:
-    assert stats.count == len(values)  # type: ignore[attr-defined]
-    np.testing.assert_array_equal(stats.min, values.min(axis=0))  # type: ignore[attr-defined]
-    np.testing.assert_array_equal(stats.max, values.max(axis=0))  # type: ignore[attr-defined]
-    np.testing.assert_allclose(stats.mean, values.mean(axis=0), rtol=1e-13)  # type: ignore[attr-defined]
-    np.testing.assert_allclose(stats.std, values.std(axis=0), rtol=1e-12)  # type: ignore[attr-defined]
+def _check_against_numpy(stats: ColumnStatistics, values: np.ndarray) -> None:
+    assert stats.count == len(values)
+    np.testing.assert_array_equal(stats.min, values.min(axis=0))
+    np.testing.assert_array_equal(stats.max, values.max(axis=0))
+    np.testing.assert_allclose(stats.mean, values.mean(axis=0), rtol=1e-13)
+    np.testing.assert_allclose(stats.std, values.std(axis=0), rtol=1e-12)
     for level in DEFAULT_QUANTILES:
-        np.testing.assert_array_equal(stats.quantiles[level],  # type: ignore[attr-defined]
-                                      np.quantile(values, level, axis=0))
+        np.testing.assert_array_equal(stats.quantiles[level], np.quantile(values, level, axis=0))
 
 
 def test_statistics_match_numpy_per_segment_and_overall(stats_dataset: DatasetEntry) -> None:

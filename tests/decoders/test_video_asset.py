@@ -110,11 +110,11 @@ def test_probe_reports_frames_keyframes_and_codec(tmp_path: Path) -> None:
 
 
 def test_probe_errors_name_the_file(tmp_path: Path) -> None:
-    with pytest.raises(SourceNotFoundError, match="nope.mp4"):
+    with pytest.raises(SourceNotFoundError, match=r"nope\.mp4"):
         probe_video_asset(tmp_path / "nope.mp4")
     bad = tmp_path / "bad.mp4"
     bad.write_bytes(b"not a video at all" * 10)
-    with pytest.raises(CorruptRecordingError, match="bad.mp4"):
+    with pytest.raises(CorruptRecordingError, match=r"bad\.mp4"):
         probe_video_asset(bad)
 
 

@@ -37,7 +37,8 @@ def decode_targets(decoder: VideoFrameDecoder, codec: str, gop: int,
                    targets: list[int]) -> list[torch.Tensor | None]:
     packets, is_keyframe, _ = stream(codec, gop)
     requests = [request(i, [t], is_keyframe) for i, t in enumerate(targets)]
-    return decoder.decode(packet_batch(packets), requests)
+    out: list[torch.Tensor | None] = decoder.decode(packet_batch(packets), requests)
+    return out
 
 
 @pytest.mark.parametrize("codec", codec_params())
@@ -59,7 +60,7 @@ def test_random_order_is_pixel_identical(codec: str, gop: int) -> None:
 @pytest.mark.parametrize("gop", [1, 8, 30])
 def test_block_order_is_pixel_identical_and_reuses_sessions(codec: str, gop: int) -> None:
     _, _, reference = stream(codec, gop)
-    decoder = VideoFrameDecoder(codec=codec)
+    decoder = VideoFrameDecoder(codec=codec, decode_threads=1)
     starts = list(range(0, NUM_FRAMES, 10))
     for start in starts:  # consecutive blocks of 10 frames
         targets = list(range(start, min(start + 10, NUM_FRAMES)))
@@ -73,7 +74,7 @@ def test_block_order_is_pixel_identical_and_reuses_sessions(codec: str, gop: int
 
 
 def test_one_run_per_gop_within_a_block() -> None:
-    decoder = VideoFrameDecoder(codec="h264", max_decoder_sessions=0)
+    decoder = VideoFrameDecoder(codec="h264", max_decoder_sessions=0, decode_threads=1)
     targets = [3, 17, 5, 12, 40, 33, 7, 16]  # GOP 8: GOPs 0, 1, 2, 4, 5
     decode_targets(decoder, "h264", 8, targets)
     # GOP 0 ends at frame 7 and GOP 1 starts at 8, so one pass decodes both (through the
@@ -115,6 +116,17 @@ def test_threaded_decoders_with_delay_are_still_exact(thread_count: int) -> None
         np.testing.assert_array_equal(hwc(tensor), reference[target])
 
 
+@pytest.mark.parametrize("decode_threads", [2, 3])
+def test_runs_shared_between_threads_are_exact(decode_threads: int) -> None:
+    _, _, reference = stream("h264", 8)
+    decoder = VideoFrameDecoder(decode_threads=decode_threads)
+    targets = list(range(NUM_FRAMES))[::-1]  # every GOP: one run each, split between threads
+    for target, tensor in zip(targets, decode_targets(decoder, "h264", 8, targets), strict=True):
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+    # Runs that follow each other in one thread continue one decoder; each thread starts one.
+    assert decoder.session_misses == decode_threads
+
+
 def test_segments_are_decoded_separately() -> None:
     packets_a, kf_a, ref_a = stream("h264", 8)
     packets_b = encode_video_packets(synthetic_frames(20, seed=5), codec="h264", gop=8)[0]
@@ -125,7 +137,7 @@ def test_segments_are_decoded_separately() -> None:
     requests = [request(0, [9], kf_a, segment_id="a"),
                 request(1, [9], kf_b, segment_id="b", row_offset=len(packets_a)),
                 request(2, [19], kf_b, segment_id="b", row_offset=len(packets_a))]
-    decoder = VideoFrameDecoder()
+    decoder = VideoFrameDecoder(decode_threads=1)
     out = decoder.decode(batch, requests)
     np.testing.assert_array_equal(hwc(out[0]), ref_a[9])
     np.testing.assert_array_equal(hwc(out[1]), ref_b[9])
@@ -296,7 +308,7 @@ def test_pickling_drops_sessions_and_keeps_options() -> None:
                                     {"output_format": "bgr"}])
 def test_bad_options_are_config_errors(kwargs: dict[str, object]) -> None:
     with pytest.raises(ConfigError, match=next(iter(kwargs))):
-        VideoFrameDecoder(**kwargs)  # type: ignore[arg-type]
+        VideoFrameDecoder(**kwargs)
 
 
 def test_repr_lists_non_default_options() -> None:

@@ -70,6 +70,10 @@ def test_demo_writes_catalog_and_prints_summary(tmp_path: Path) -> None:
                           capture_output=True, text=True, check=False, timeout=240)
     assert proc.returncode == 0, proc.stderr
     assert "pick up the red cube" in proc.stdout and "open the drawer" in proc.stdout
+    # 4 episodes x 4 s on a 15 Hz grid, trimmed by the 15-step action window: 4 x (60 - 15)
+    assert "180 samples" in proc.stdout
+    assert "action  (32, 16, 7) float32" in proc.stdout
+    assert "wrist   (32, 3, 224, 224) uint8" in proc.stdout
     dataset = Catalog.open(cat).get_dataset("demo")
     assert len(dataset.segment_ids()) == 4
     columns = set(dataset.schema().component_columns())

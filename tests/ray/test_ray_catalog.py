@@ -104,3 +104,34 @@ def test_read_segments_rows_equal_the_reader(
                                   fill_latest_at=True).take_all()
     assert len(filled) == 80 and all(row[CAMERA] is not None for row in filled)
     assert {row["rerun_segment_id"] for row in filled} == {"ep2"}
+    # a slice: its pinned segments, rows inside its time range
+    from rayform.catalog._slices import TimeRange, create_slice
+
+    slice_ = create_slice(ds.catalog, ds, segments=["ep0", "ep1"],
+                          time_range=TimeRange(timeline="frame_index", start=10, end=20))
+    rows = rf_ray.read_segments(slice_, columns=[JOINTS], index="frame_index").take_all()
+    assert sorted((r["rerun_segment_id"], r["frame_index"]) for r in rows) == [
+        (s, f) for s in ("ep0", "ep1") for f in range(10, 21)]
+
+
+def test_export_lerobot_writes_the_same_folder(
+        ray_cluster: Any, episode_files: list[Path], make_catalog: Callable[..., Catalog],
+        tmp_path: Path) -> None:
+    pytest.importorskip("av")
+    from rayform.catalog.export import export_lerobot
+
+    ds = make_catalog().create_dataset("robots")
+    ds.register(episode_files).wait()
+    kwargs: dict[str, Any] = {"fps": 20, "timeline": "real_time",
+                              "features": {"observation.state": JOINTS, "action": ACTIONS,
+                                           "observation.images.cam0": CAMERA}}
+    single = export_lerobot(ds, tmp_path / "single", **kwargs)
+    distributed = rf_ray.export_lerobot(ds, tmp_path / "ray", **kwargs,
+                                        options=rf_ray.TaskOptions(segments_per_task=2))
+    assert (distributed.num_episodes, distributed.num_frames) == (4, single.num_frames)
+    files = sorted(p.relative_to(single.root) for p in single.root.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(distributed.root)
+                           for p in distributed.root.rglob("*") if p.is_file())
+    assert any(f.suffix == ".mp4" for f in files) and any(f.suffix == ".parquet" for f in files)
+    for name in files:
+        assert (single.root / name).read_bytes() == (distributed.root / name).read_bytes(), name

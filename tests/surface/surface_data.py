@@ -58,7 +58,8 @@ def write_episode(path: Path, recording_id: str, *, seed: int, num_frames: int =
 
     Entities: ``/cam0/rgb`` and ``/wrist/rgb`` (JPEG), ``/joints/position`` (7 float64),
     ``/joints/position_delta`` (7 float64, next minus current), ``/ee/pose`` (Transform3D
-    translation + quaternion, in ``convention``); properties ``site``, ``task``, ``success``, ``frame_convention``.
+    translation + quaternion, in ``convention``); properties ``site``, ``task``, ``success``,
+    ``frame_convention``.
     """
     frames = np.arange(first_frame, first_frame + num_frames, dtype=np.int64)
     tl = {"frame_index": frames,

@@ -37,6 +37,15 @@ class ServerLog:
         with self.lock:
             return [p for p in self.gets if "/objects/" in p]
 
+    def gets_of(self, digest: str) -> int:
+        """How many times the object ``digest`` was requested."""
+        return sum(p.endswith("/" + digest) for p in self.object_gets())
+
+    def refetched(self) -> list[str]:
+        """Objects requested more than once."""
+        gets = self.object_gets()
+        return sorted({p for p in gets if gets.count(p) > 1})
+
 
 def _handler(directory: Path, log: ServerLog) -> type[http.server.SimpleHTTPRequestHandler]:
     class Handler(http.server.SimpleHTTPRequestHandler):

@@ -62,9 +62,10 @@ def test_two_processes_fetch_the_same_objects_at_once(https_catalog: Https, cach
     assert [p.returncode for p in procs] == [0, 0], outs
     assert all(out.decode().strip() == "ok 3" for out, _ in outs)
     # The cache's per-object lock made one process wait for the other's download.
-    assert len(https_catalog.log.object_gets()) == 3
-    cache = ObjectCache(cache_dir)
     digests = object_digests(rayform.Catalog.open(https_catalog.url))
+    assert [https_catalog.log.gets_of(d) for d in digests] == [1, 1, 1]
+    assert https_catalog.log.refetched() == []
+    cache = ObjectCache(cache_dir)
     assert all(cache.cached(d) is not None for d in digests)
     assert leftovers(cache_dir) == []
 
@@ -74,13 +75,13 @@ def test_a_corrupt_cached_file_is_fetched_again(https_catalog: Https, cache_dir:
     digest = object_digests(catalog)[0]
     path = catalog.store.object_path(digest)
     good = path.read_bytes()
-    assert len(https_catalog.log.object_gets()) == 1
+    assert https_catalog.log.gets_of(digest) == 1
     os.chmod(path, 0o644)
     path.write_bytes(good[:100] + b"\x00" * 64 + good[164:])  # same size, flipped bytes
     fresh = rayform.Catalog.open(https_catalog.url)  # a new process would see the same
     again = fresh.store.object_path(digest)
     assert again.read_bytes() == good
-    assert len(https_catalog.log.object_gets()) == 2
+    assert https_catalog.log.gets_of(digest) == 2
     assert fresh.get_dataset("robots").reader_arrow("frame_index").num_rows == 72
 
 
@@ -102,7 +103,7 @@ def test_dropped_connections_are_retried(https_catalog: Https, cache_dir: Path,
     https_catalog.log.drop_next = 3  # three half-sent bodies, then a good one
     path = catalog.store.object_path(digest)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
-    assert len(https_catalog.log.object_gets()) == 4
+    assert https_catalog.log.gets_of(digest) == 4
     assert leftovers(cache_dir) == []
 
 
@@ -115,7 +116,7 @@ def test_dropped_connections_end_in_a_clear_error_and_leave_nothing(
     with pytest.raises(RemoteError, match=r"failed after 3 attempt\(s\).*connection") as info:
         catalog.store.object_path(digest)
     assert digest in str(info.value)
-    assert len(https_catalog.log.object_gets()) == 3
+    assert https_catalog.log.gets_of(digest) == 3
     assert not ObjectCache(cache_dir).path_of(digest).exists()
     assert leftovers(cache_dir) == []
     https_catalog.log.drop_next = 0  # the server recovers: the next read works

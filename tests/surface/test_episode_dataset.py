@@ -143,7 +143,7 @@ def test_remote_epochs_read_from_the_cache_after_the_first(https_catalog: Https,
     local = rayform.torch.EpisodeDataset(made, obs=OBS, fps=15)
     first = list(remote)
     fetched = len(https_catalog.log.object_gets())
-    assert fetched == 3
+    assert all(https_catalog.log.gets_of(d) == 1 for d in made.objects())
     for a, b in zip(first, list(local), strict=True):
         assert keys_of([a]) == keys_of([b])
         assert torch.equal(a["cam0/rgb"], b["cam0/rgb"])
@@ -248,3 +248,14 @@ def test_ddp_two_ranks_with_gloo(guide_catalog: rayform.Catalog, tmp_path: Path)
     assert [len(r["sampler"]) for r in ranks] == [n // 2, n // 2]
     assert not sampled[0] & sampled[1]
     assert sampled[0] | sampled[1] == every
+
+
+def test_spawned_workers(guide_catalog: rayform.Catalog) -> None:
+    slice_ = rayform.Client(guide_catalog).slices.create("robots", segments=["ep1"])
+    ds = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb", "joints/position"], fps=15,
+                                      action="joints/position_delta", horizon=3)
+    ds.set_epoch(5)
+    loader = DataLoader(ds, batch_size=8, num_workers=1, multiprocessing_context="spawn")
+    batches = list(loader)
+    assert unbatch(batches) == keys_of([ds[i] for i in range(len(ds))])
+    assert batches[0]["action"].shape == (8, 3, 7)

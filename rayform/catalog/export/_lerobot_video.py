@@ -164,7 +164,7 @@ def _video_stats(path: Path, probe: VideoProbe) -> Stats:
     av: Any = require("av", extra="video", feature="Exporting video")
     keys = int(np.count_nonzero(probe.is_keyframe))
     wanted = set(np.linspace(0, keys - 1, min(STATS_FRAMES, keys)).round().astype(int).tolist())
-    frames = []
+    frames: list[npt.NDArray[np.uint8]] = []
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         ctx = stream.codec_context

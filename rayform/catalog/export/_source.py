@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from rayform.catalog._columns import TimelineKind
@@ -15,44 +16,76 @@ TimeRanges = Mapping[str, tuple[int, int]]
 _PREFERRED = ("timestamp", "log_time", "video_time", "frame_index")
 
 
-def resolve_source(source: Any, time_ranges: TimeRanges | None) -> tuple[DatasetView, TimeRanges]:
-    """The view to export and its per-segment time ranges.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExportSource:
+    """The view to export and the time ranges that restrict its segments.
+
+    Attributes:
+        view: the segments to export.
+        time_ranges: ``{segment_id: (start, end)}`` inclusive, on ``range_timeline``.
+        default_range: a range for every segment (a slice's ``time_range``), or ``None``.
+        range_timeline: the timeline the ranges are on (``None``: the export timeline).
+    """
+
+    view: DatasetView
+    time_ranges: dict[str, tuple[int, int]] = field(default_factory=dict)
+    default_range: tuple[int, int] | None = None
+    range_timeline: str | None = None
+
+    def range_for(self, segment_id: str) -> tuple[int, int] | None:
+        return self.time_ranges.get(segment_id, self.default_range)
+
+
+def resolve_source(source: Any, time_ranges: TimeRanges | None) -> ExportSource:
+    """The view to export and its time ranges.
 
     ``source`` is a :class:`DatasetView` (a dataset, or one filtered with ``filter_segments`` /
-    ``filter_contents``) or a slice: any object with a ``view`` (attribute or method) returning
-    a :class:`DatasetView`, and optionally ``time_ranges`` (``{segment_id: (start, end)}``,
-    inclusive, in the export timeline's units).
+    ``filter_contents``) or a slice (:class:`rayform.catalog._slices.Slice`, or any object with a
+    ``view()`` method returning a :class:`DatasetView` and an optional ``time_range`` with
+    ``timeline``, ``start`` and ``end``).
 
     Raises:
         ConfigError: ``source`` is neither.
     """
+    ranges = {k: (int(v[0]), int(v[1])) for k, v in (time_ranges or {}).items()}
     if isinstance(source, DatasetView):
-        return source, dict(time_ranges or {})
+        return ExportSource(view=source, time_ranges=ranges)
     view = getattr(source, "view", None)
     if callable(view):
         view = view()
     if not isinstance(view, DatasetView):
         raise ConfigError(
             f"export: expected a dataset, a dataset view or a slice, got {type(source).__name__}")
-    ranges = dict(getattr(source, "time_ranges", None) or {})
-    ranges.update(time_ranges or {})
-    return view, ranges
+    time_range = getattr(source, "time_range", None)
+    if time_range is None:
+        return ExportSource(view=view, time_ranges=ranges)
+    return ExportSource(view=view, time_ranges=ranges,
+                        default_range=(int(time_range.start), int(time_range.end)),
+                        range_timeline=str(time_range.timeline))
 
 
-def pick_timeline(view: DatasetView, timeline: str | None) -> tuple[str, TimelineKind]:
-    """The export timeline: ``timeline`` or the first of timestamp, log_time, video_time,
-    frame_index, or else the first temporal timeline of the view.
+def pick_timeline(source: ExportSource, timeline: str | None) -> tuple[str, TimelineKind]:
+    """The export timeline: ``timeline``, else the slice's range timeline, else the first of
+    timestamp, log_time, video_time, frame_index, else the first temporal timeline.
 
     Raises:
         ColumnNotFoundError: the named timeline is not in the view.
+        ConfigError: a slice's time range is on another timeline than the one asked for.
     """
+    view = source.view
     timelines: dict[str, TimelineKind] = dict(view.schema().timelines)
     if not timelines:
         raise ColumnNotFoundError(f"dataset {view.name!r} has no timeline (is it empty?)")
+    if timeline is None and source.range_timeline is not None:
+        timeline = source.range_timeline
     if timeline is not None:
         if timeline not in timelines:
             raise ColumnNotFoundError(
                 f"timeline {timeline!r} is not in dataset {view.name!r}; it has {sorted(timelines)}")
+        if source.range_timeline is not None and source.range_timeline != timeline:
+            raise ConfigError(
+                f"export: the slice's time range is on {source.range_timeline!r}; export on that "
+                f"timeline (timeline={source.range_timeline!r}), not {timeline!r}")
         return timeline, timelines[timeline]
     for name in _PREFERRED:
         if name in timelines:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -19,7 +20,8 @@ class VideoEncoding:
     """How exported video is encoded when it cannot be remuxed.
 
     Attributes:
-        codec: an FFmpeg encoder PyAV has (``"libx264"``, ``"libsvtav1"``, ``"libx265"`` …).
+        codec: ``"h264"``, ``"h265"`` or ``"av1"`` (the encoder is the one
+            :func:`rayform.decoders._encode.video_encoder_name` picks), or an FFmpeg encoder name.
         pix_fmt: the encoded pixel format.
         gop_size: frames per keyframe interval (LeRobot's default is 2: cheap random access).
         crf: constant rate factor (quality; lower is better).
@@ -28,11 +30,11 @@ class VideoEncoding:
             source is an MP4 asset whose frames map one to one onto the export grid.
     """
 
-    codec: str = "libx264"
+    codec: str = "h264"
     pix_fmt: str = "yuv420p"
     gop_size: int = 2
     crf: int = 23
-    options: dict[str, str] = field(default_factory=lambda: {"preset": "veryfast"})
+    options: dict[str, str] = field(default_factory=dict)
     remux: bool = True
 
     def __post_init__(self) -> None:
@@ -51,27 +53,61 @@ def rate_fraction(fps: float) -> Fraction:
     return Fraction(fps).limit_denominator(1001)
 
 
+def encoder_options(encoder: str, *, gop: int, crf: int) -> dict[str, str]:
+    """Options for a training-friendly stream: fixed GOP, no B-frames, no scene-cut keyframes."""
+    if encoder == "libx264":
+        return {"preset": "veryfast", "crf": str(crf),
+                "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0"}
+    if encoder == "libx265":
+        return {"preset": "veryfast", "crf": str(crf),
+                "x265-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:"
+                               "open-gop=0:log-level=error"}
+    if encoder == "libsvtav1":
+        return {"preset": "10", "crf": str(crf), "svtav1-params": f"keyint={gop}:scd=0"}
+    return {"crf": str(crf), "g": str(gop), "bf": "0"}
+
+
+def encoder_name(codec: str) -> str:
+    """The FFmpeg encoder for ``codec`` (a codec name or an encoder name).
+
+    Raises:
+        ConfigError: this PyAV build cannot encode it.
+    """
+    from rayform.decoders._encode import available_video_codecs, video_encoder_name
+
+    name = video_encoder_name(codec)
+    if name is not None:
+        return name
+    if codec in _av().codecs_available:
+        return codec
+    raise ConfigError(f"VideoEncoding: no encoder for {codec!r} in this PyAV build; "
+                      f"available: {list(available_video_codecs())}")
+
+
 class VideoEncoder:
     """Encodes frames at a constant rate into an MP4 file: frame ``k`` at ``k / fps`` seconds."""
 
     def __init__(self, path: Path, *, fps: float, width: int, height: int,
                  encoding: VideoEncoding) -> None:
         av = _av()
+        encoder = encoder_name(encoding.codec)
         self._path = path
         self._container = av.open(str(path), "w", format="mp4")
         rate = rate_fraction(fps)
-        self._stream = self._container.add_stream(encoding.codec, rate=rate)
+        self._stream = self._container.add_stream(encoder, rate=rate)
         self._stream.width = width - width % 2
         self._stream.height = height - height % 2
         self._stream.pix_fmt = encoding.pix_fmt
-        self._stream.time_base = 1 / rate
-        options = {"crf": str(encoding.crf), "g": str(encoding.gop_size), "bf": "0",
-                   **encoding.options}
-        if encoding.codec == "libx264":
-            options.setdefault("x264-params", "keyint_min=1:scenecut=0")
-        self._stream.codec_context.gop_size = encoding.gop_size
-        self._stream.codec_context.max_b_frames = 0
-        self._stream.options = options
+        self._time_base = 1 / rate
+        self._stream.time_base = self._time_base
+        ctx = self._stream.codec_context
+        ctx.time_base = self._time_base
+        ctx.gop_size = encoding.gop_size
+        ctx.max_b_frames = 0
+        self._stream.options = {**encoder_options(encoder, gop=encoding.gop_size,
+                                                  crf=encoding.crf), **encoding.options}
+        if encoder == "libsvtav1":
+            os.environ.setdefault("SVT_LOG", "1")
         self._count = 0
 
     @property
@@ -87,15 +123,20 @@ class VideoEncoder:
         return int(self._stream.height)
 
     def add(self, frame: Any) -> None:
-        """Encode one ``av.VideoFrame`` as the next frame."""
+        """Encode a copy of one ``av.VideoFrame`` as the next frame.
+
+        The encoder gets its own copy: PyAV encoders release the frames they are given, and
+        callers pass the same decoded frame again to repeat it.
+        """
         if frame.width != self.width or frame.height != self.height \
                 or frame.format.name != self._stream.pix_fmt:
             frame = frame.reformat(width=self.width, height=self.height,
                                    format=self._stream.pix_fmt)
-        frame.pts = self._count
-        frame.time_base = self._stream.time_base
+        copy = _av().VideoFrame.from_ndarray(frame.to_ndarray(), format=self._stream.pix_fmt)
+        copy.pts = self._count
+        copy.time_base = self._time_base
         self._count += 1
-        for packet in self._stream.encode(frame):
+        for packet in self._stream.encode(copy):
             self._container.mux(packet)
 
     def add_rgb(self, rgb: npt.NDArray[np.uint8]) -> None:

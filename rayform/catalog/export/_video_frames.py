@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import io
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from rayform.catalog._optional import require
 from rayform.errors import DecodeError
+
+
+class BlobRows(Protocol):
+    """Row ``i`` as the bytes of one encoded packet or image."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, row: int) -> bytes: ...
 
 
 def _av() -> Any:
@@ -32,14 +40,14 @@ def asset_frames(path: Path, wanted_pts_ns: npt.NDArray[np.int64]) -> Iterator[A
         stream = container.streams.video[0]
         tb = stream.time_base
         half_tick_ns = max(1, int(0.5e9 * tb))
-        first_ticks = int(round(int(wanted_pts_ns[0]) / 1e9 / tb))
+        first_ticks = round(int(wanted_pts_ns[0]) / 1e9 / tb)
         container.seek(first_ticks, stream=stream, backward=True, any_frame=False)
         i = 0
         last: Any = None
         for frame in container.decode(stream):
             if frame.pts is None:
                 continue
-            t_ns = int(round(frame.pts * tb * 1_000_000_000))
+            t_ns = round(frame.pts * tb * 1_000_000_000)
             while i < len(wanted_pts_ns) and t_ns - int(wanted_pts_ns[i]) > half_tick_ns:
                 if last is None:
                     raise DecodeError(f"{path}: no frame at {int(wanted_pts_ns[i])} ns")
@@ -58,7 +66,7 @@ def asset_frames(path: Path, wanted_pts_ns: npt.NDArray[np.int64]) -> Iterator[A
                 yield last
 
 
-def stream_frames(samples: Sequence[bytes], is_keyframe: npt.NDArray[np.bool_], codec: str,
+def stream_frames(samples: BlobRows, is_keyframe: npt.NDArray[np.bool_], codec: str,
                   rows: npt.NDArray[np.int64]) -> Iterator[Any]:
     """Frames of a packet stream (one packet per row, decode order = presentation order)."""
     av = _av()
@@ -103,7 +111,7 @@ def stream_frames(samples: Sequence[bytes], is_keyframe: npt.NDArray[np.bool_], 
         want += 1
 
 
-def image_frames(blobs: Sequence[bytes], rows: npt.NDArray[np.int64]) -> Iterator[Any]:
+def image_frames(blobs: BlobRows, rows: npt.NDArray[np.int64]) -> Iterator[Any]:
     """Frames of encoded images (JPEG/PNG), decoded with Pillow."""
     av = _av()
     image_mod: Any = require("PIL.Image", extra="image", feature="Exporting encoded images")

@@ -9,7 +9,6 @@ float32 by LeRobot land on their own frame).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -26,7 +25,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rayform.catalog._columns import TimelineKind
-from rayform.catalog._recording import PropertyValue
 from rayform.catalog._segment_data import ColumnRows, SegmentData
 from rayform.catalog.export._features import TASK_COLUMN, ExportFeature, select_features
 from rayform.catalog.export._lerobot_meta import (
@@ -92,11 +90,13 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
     empty). LeRobot (and rayform's LeRobot importer) can open the result.
 
     Args:
-        source: a dataset, a view (``filter_segments`` / ``filter_contents``) or a slice.
+        source: a dataset, a view (``filter_segments`` / ``filter_contents``) or a slice (its
+            segments at their pinned versions, within its time range).
         out_dir: the dataset folder to create.
         fps: the frame rate of the export grid (and of the videos).
-        timeline: the timeline to sample on; default ``timestamp``, ``log_time``,
-            ``video_time`` or ``frame_index``, whichever the dataset has first. On a sequence
+        timeline: the timeline to sample on; default a slice's time-range timeline, else
+            ``timestamp``, ``log_time``, ``video_time`` or ``frame_index``, whichever the
+            dataset has first. On a sequence
             timeline every index value is one frame.
         features: ``{lerobot_key: column}``; default every numeric list column (key: entity path
             with ``.`` separators, plus the field unless it is ``Scalars:scalars``) and every
@@ -119,12 +119,13 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
 
     if not fps > 0:
         raise ConfigError(f"export_lerobot: fps must be positive, got {fps!r}")
-    view, ranges = resolve_source(source, time_ranges)
+    resolved = resolve_source(source, time_ranges)
+    view = resolved.view
     root = Path(out_dir)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ConfigError(f"export_lerobot: {root} exists and is not an empty folder; choose a "
                           "new folder")
-    timeline_name, kind = pick_timeline(view, timeline)
+    timeline_name, kind = pick_timeline(resolved, timeline)
     chosen = select_features(view, features)
     encoding = video or VideoEncoding()
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
@@ -136,7 +137,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
         show = progress if progress is not None else sys.stderr.isatty()
         for segment_id in tqdm(view.segment_ids(), desc="export lerobot", unit="episode",
                                disable=not show):
-            exporter.add(view.open_segment(segment_id), ranges.get(segment_id))
+            exporter.add(view.open_segment(segment_id), resolved.range_for(segment_id))
         result = exporter.finish(robot_type)
         if root.exists():
             root.rmdir()
@@ -161,7 +162,7 @@ class _Exporter:
         self.kind = kind
         self.fps = fps
         self.encoding = encoding
-        self.tolerance = int(round(tolerance_s * 1e9)) if kind != "sequence" else 0
+        self.tolerance = round(tolerance_s * 1e9) if kind != "sequence" else 0
         self.tasks: dict[str, int] = {}
         self.episodes: list[_Episode] = []
         self.skipped: list[str] = []
@@ -171,7 +172,27 @@ class _Exporter:
         self.robot_types: set[str] = set()
 
     # ---------------------------------------------------------------------- one episode
-    def add(self, seg: SegmentData, time_range: tuple[int, int] | None) -> None:
+    def plan_episode(self, seg: SegmentData, time_range: tuple[int, int] | None) -> int | None:
+        """Register a segment's tasks and return its frame count, or ``None`` if it is left out.
+
+        The distributed export (``rayform.ray.export_lerobot``) plans every episode in order on
+        the driver, then calls :meth:`add` with the planned ``index`` / ``from_index`` in tasks.
+        """
+        try:
+            rows = {f.key: seg.column(f.column, self.timeline) for f in self.features}
+        except ColumnNotFoundError as err:
+            self._skip(seg.segment_id, f"it lacks a feature column ({err})")
+            return None
+        grid = self._grid(seg.segment_id, rows, time_range)
+        if grid is None:
+            return None
+        self._tasks(seg, grid)
+        return len(grid)
+
+    def add(self, seg: SegmentData, time_range: tuple[int, int] | None, *,
+            index: int | None = None, from_index: int | None = None) -> None:
+        """Export one segment as the next episode (or as episode ``index`` whose first frame
+        has global index ``from_index``, when the episodes were planned elsewhere)."""
         try:
             rows = {f.key: seg.column(f.column, self.timeline) for f in self.features}
         except ColumnNotFoundError as err:
@@ -181,7 +202,7 @@ class _Exporter:
         if grid is None:
             return
         query = grid + self.tolerance
-        index = len(self.episodes)
+        index = len(self.episodes) if index is None else index
         frames = len(grid)
         columns: dict[str, pa.Array] = {}
         stats: dict[str, Stats] = {}
@@ -198,7 +219,8 @@ class _Exporter:
             columns[feature.key] = _feature_column(values)
             stats[feature.key] = numeric_stats(values)
         task_ids, task_names = self._tasks(seg, grid)
-        from_index = sum(e.record.length for e in self.episodes)
+        if from_index is None:
+            from_index = sum(e.record.length for e in self.episodes)
         timestamps = (np.arange(frames, dtype=np.float64) / self.fps).astype(np.float32)
         book = {
             TIMESTAMP: pa.array(timestamps, pa.float32()),
@@ -240,7 +262,7 @@ class _Exporter:
             return np.arange(start, end + 1, dtype=np.int64)
         step = 1e9 / self.fps
         count = int(np.floor((end - start + self.tolerance) / step)) + 1
-        return start + np.rint(np.arange(count) * step).astype(np.int64)
+        return np.asarray(start + np.rint(np.arange(count) * step), dtype=np.int64)
 
     def _numeric(self, seg: SegmentData, feature: ExportFeature, rows: ColumnRows,
                  pos: npt.NDArray[np.int64]) -> npt.NDArray[Any]:
@@ -373,6 +395,3 @@ def _names(seg: SegmentData, feature: ExportFeature, timeline: str, width: int
         return [str(n) for n in names]
     return None
 
-
-def _json_property(value: PropertyValue) -> Any:
-    return json.loads(value) if isinstance(value, str) and value.startswith("[") else value

@@ -24,7 +24,6 @@ from rayform.catalog._segment_data import SegmentData
 from rayform.catalog.rrd._arrow_types import binary_to_blobs, codec_names_to_codes
 from rayform.catalog.rrd._importer import ASSET_VIDEO_BLOB
 from rayform.catalog.rrd._properties import RECORDING_INFO, property_array
-from rayform.errors import ConfigError
 
 # Archetypes Rerun's viewer knows (their components get ``rerun.archetypes.<name>`` metadata).
 _RERUN_ARCHETYPES: Final = frozenset({
@@ -169,7 +168,3 @@ def _property_chunks(chunk_mod: Any, seg: SegmentData) -> Iterator[Any]:
         batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
         yield from chunk_mod.Chunk.from_record_batch(batch, index=None, entity_path=entity)
 
-
-def _check(segment_id: str) -> None:
-    if not segment_id:
-        raise ConfigError("export_rrd: segment_id must be a non-empty string")

@@ -198,7 +198,7 @@ def _log_video(rec: RecordingWriter, key: str, path: Path, from_s: float, table:
         left = pos - 1
         nearest = np.where(np.abs(pts_ns[left] - query) <= np.abs(pts_ns[pos] - query), left, pos)
     gap_ns = np.abs(pts_ns[nearest] - query)
-    half_frame_ns = int(0.5e9 / (video.rate_hz or rec_fps_fallback(table)))
+    half_frame_ns = int(0.5e9 / (video.rate_hz or _rows_rate_hz(table)))
     far = int(np.count_nonzero(gap_ns > half_frame_ns))
     if far:
         if far == len(query):
@@ -213,7 +213,7 @@ def _log_video(rec: RecordingWriter, key: str, path: Path, from_s: float, table:
                         is_keyframe=video.is_keyframe[nearest])
 
 
-def rec_fps_fallback(table: pa.Table) -> float:
+def _rows_rate_hz(table: pa.Table) -> float:
     """A frame rate from the rows' timestamps when the video does not state one."""
     seconds = table.column(TIMESTAMP).to_numpy(zero_copy_only=False).astype(np.float64)
     if len(seconds) < 2 or seconds[-1] <= seconds[0]:

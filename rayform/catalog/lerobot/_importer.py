@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 
 from rayform.catalog._importers import Importer
 from rayform.catalog.lerobot._episode import write_episode
-from rayform.catalog.lerobot._layout import EPISODE_INDEX, INFO_PATH, segment_id_for_episode
+from rayform.catalog.lerobot._layout import EPISODE_INDEX, segment_id_for_episode
 from rayform.catalog.lerobot._metadata import (
     DatasetInfo,
     EpisodeInfo,
@@ -111,5 +111,3 @@ def _report_missing(info: DatasetInfo, listed: list[EpisodeInfo],
                 f"({episode.videos[key].path}); the episode is registered without it",
                 ConversionWarning, stacklevel=4)
 
-
-__all__ = ["INFO_PATH", "LeRobotImporter"]

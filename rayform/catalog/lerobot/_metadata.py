@@ -247,9 +247,10 @@ def _read_v2_episodes(info: DatasetInfo) -> list[EpisodeInfo]:
                                              video_key=key, chunk_index=chunk, file_index=index)
                 videos[key] = VideoLocation(path=info.root / rel)
         tasks = row.get("tasks") or []
-        extra = {k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
-                                   if k not in ("episode_index", "tasks", "length"))
-                 if v is not None}
+        extra: dict[str, PropertyValue] = {
+            k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
+                              if k not in ("episode_index", "tasks", "length"))
+            if v is not None}
         episodes.append(EpisodeInfo(index=index, tasks=tuple(str(t) for t in tasks),
                                     length=int(row["length"]) if "length" in row else None,
                                     data_path=data_path, videos=videos, extra=extra))
@@ -289,9 +290,10 @@ def _v3_episode(info: DatasetInfo, row: dict[str, Any], where: Path) -> EpisodeI
                                     from_s=float(row.get(f"videos/{key}/from_timestamp") or 0.0))
     skip_prefixes = ("stats/", "videos/", "data/", "meta/")
     skip = {"episode_index", "tasks", "length", "dataset_from_index", "dataset_to_index"}
-    extra = {k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
-                               if k not in skip and not k.startswith(skip_prefixes))
-             if v is not None}
+    extra: dict[str, PropertyValue] = {
+        k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
+                          if k not in skip and not k.startswith(skip_prefixes))
+        if v is not None}
     tasks = row.get("tasks") or []
     return EpisodeInfo(index=index, tasks=tuple(str(t) for t in tasks),
                        length=int(row["length"]) if row.get("length") is not None else None,

@@ -18,7 +18,7 @@ from rayform.catalog._importers import Importer
 from rayform.catalog._optional import require
 from rayform.catalog._source_ids import segment_id_from_name
 from rayform.catalog._writer import RecordingWriter, TimelineLike
-from rayform.catalog.mcap._ros2_messages import Mapped, Unmappable, mapping_for, strings
+from rayform.catalog.mcap._ros2_messages import Mapped, UnmappableError, mapping_for
 from rayform.catalog.mcap._rosbag2 import (
     McapSource,
     is_mcap_file,
@@ -151,7 +151,7 @@ def _entity_for(channel: _Channel, used: dict[str, str]) -> str:
     return entity
 
 
-def _decoder_for(channel: _Channel, decoders: Any, source: McapSource) -> Decoder | None:
+def _decoder_for(channel: _Channel, decoders: Any) -> Decoder | None:
     """The channel's CDR decoder; ``None`` (after a warning) when its schema cannot be parsed."""
     from mcap.records import Schema
 
@@ -180,7 +180,7 @@ def _write_channel(rec: RecordingWriter, entity: str, channel: _Channel, decoder
     }
     label = f"channel {channel.topic!r} ({channel.schema_name or 'no schema'})"
     try:
-        decoder = _decoder_for(channel, decoders, source)
+        decoder = _decoder_for(channel, decoders)
     except _SchemaError as err:
         warnings.warn(f"{source.name}: {label}: its schema cannot be parsed ({err}); the channel "
                       f"is skipped ({len(channel.payloads)} messages)", ConversionWarning,
@@ -196,7 +196,7 @@ def _write_channel(rec: RecordingWriter, entity: str, channel: _Channel, decoder
         messages = _decode_all(decoder, channel, source)
         try:
             mapped = mapping(messages)
-        except Unmappable as err:
+        except UnmappableError as err:
             reason = f"cannot take the typed mapping ({err})"
     if mapped is None:
         warnings.warn(f"{source.name}: {label} {reason}; kept as raw bytes in "
@@ -244,6 +244,3 @@ def _write_raw(rec: RecordingWriter, entity: str, channel: _Channel,
         MESSAGE_ENCODING: channel.message_encoding,
     })
 
-
-__all__ = ["HEADER_TIME", "LOG_TIME", "PUBLISH_TIME", "McapImporter", "entity_for_topic",
-           "strings"]

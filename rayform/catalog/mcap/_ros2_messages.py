@@ -46,7 +46,7 @@ SCALARS: Final = "Scalars:scalars"
 SERIES_NAMES: Final = "SeriesLines:names"
 
 
-class Unmappable(Exception):
+class UnmappableError(Exception):
     """The messages cannot take the typed mapping (e.g. an unknown image encoding)."""
 
 
@@ -70,7 +70,7 @@ def _rows(values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array(np.arange(len(values) + 1, dtype=np.int32)), values)
 
 
-def vectors(rows: Sequence[Sequence[float]] | npt.NDArray[Any],
+def vectors(rows: Sequence[Sequence[float]] | Sequence[npt.NDArray[Any]] | npt.NDArray[Any],
             dtype: type[np.generic] = np.float64) -> pa.Array:
     """Rows of numbers (ragged allowed) as ``List<dtype>``."""
     if isinstance(rows, np.ndarray) and rows.ndim == 2:
@@ -157,11 +157,11 @@ def _image(msgs: Sequence[Any]) -> Mapped:
         elif encoding in _RERUN_PIXEL_FORMAT:
             pixel_format, bpp = _RERUN_PIXEL_FORMAT[encoding]
             if step != int(width * (bpp if bpp >= 1 else 1)) and encoding != "nv12":
-                raise Unmappable(f"image encoding {encoding!r} with row padding (step {step})")
+                raise UnmappableError(f"image encoding {encoding!r} with row padding (step {step})")
             formats.append({"width": width, "height": height, "pixel_format": pixel_format,
                             "color_model": None, "channel_datatype": None})
         else:
-            raise Unmappable(f"image encoding {m.encoding!r} has no Rerun image format")
+            raise UnmappableError(f"image encoding {m.encoding!r} has no Rerun image format")
         buffers.append(data)
     mapped = Mapped(components={
         "Image:buffer": _rows(pa.array(buffers, pa.binary())),
@@ -177,7 +177,7 @@ def image_media_type(fmt: str) -> str:
         return "image/png"
     if "jpeg" in lowered or "jpg" in lowered:
         return "image/jpeg"
-    raise Unmappable(f"compressed image format {fmt!r} is neither JPEG nor PNG")
+    raise UnmappableError(f"compressed image format {fmt!r} is neither JPEG nor PNG")
 
 
 def _compressed_image(msgs: Sequence[Any]) -> Mapped:

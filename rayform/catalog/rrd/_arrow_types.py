@@ -18,11 +18,12 @@ import pyarrow.compute as pc
 VIDEO_CODEC_CODES: Final[dict[str, int]] = {
     "av1": 0x61763031,
     "h264": 0x61766331,
-    "hevc": 0x68657631,
+    "h265": 0x68657631,
     "vp8": 0x76703038,
     "vp9": 0x76703039,
 }
 VIDEO_CODEC_NAMES: Final[dict[int, str]] = {code: name for name, code in VIDEO_CODEC_CODES.items()}
+_ALIASES: Final = {"hevc": "h265", "avc": "h264", "avc1": "h264", "av01": "av1"}
 
 
 def is_blob_rows(arr_type: pa.DataType) -> bool:
@@ -30,8 +31,8 @@ def is_blob_rows(arr_type: pa.DataType) -> bool:
     if not pa.types.is_list(arr_type):
         return False
     inner = arr_type.value_type
-    return (pa.types.is_list(inner) or pa.types.is_large_list(inner)) \
-        and pa.types.is_uint8(inner.value_type)
+    return bool((pa.types.is_list(inner) or pa.types.is_large_list(inner))
+                and pa.types.is_uint8(inner.value_type))
 
 
 def _bitmap(valid: pa.Array) -> pa.Buffer | None:
@@ -86,7 +87,7 @@ def codec_names_to_codes(rows: pa.Array) -> pa.Array:
     """
     codes = []
     for name in rows.values.to_pylist():
-        code = VIDEO_CODEC_CODES.get(str(name).lower())
+        code = VIDEO_CODEC_CODES.get(_ALIASES.get(str(name).lower(), str(name).lower()))
         if code is None:
             raise ValueError(f"video codec {name!r} has no Rerun VideoCodec; Rerun plays "
                              f"{sorted(VIDEO_CODEC_CODES)}")
@@ -95,7 +96,7 @@ def codec_names_to_codes(rows: pa.Array) -> pa.Array:
 
 
 def is_codec_codes(arr_type: pa.DataType) -> bool:
-    return pa.types.is_list(arr_type) and pa.types.is_uint32(arr_type.value_type)
+    return bool(pa.types.is_list(arr_type) and pa.types.is_uint32(arr_type.value_type))
 
 
 def null_free(rows: pa.Array) -> bool:

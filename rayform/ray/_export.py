@@ -1,0 +1,148 @@
+"""Distributed LeRobot export: episodes planned in order on the driver, written by Ray tasks.
+
+The single-process exporter (:mod:`rayform.catalog.export.lerobot`) numbers episodes, frames and
+tasks as it goes. Here the driver first plans every episode in segment order (which segments are
+left out, each episode's frame count, the task table: metadata and index columns only), so every
+task can write its episodes (data rows, statistics, videos) at their final place with the same
+per-episode code; the driver then writes the data files and metadata. The folder is the same as
+:func:`rayform.catalog.export.export_lerobot` writes (the output folder must be on storage the
+workers share).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rayform.catalog._columns import TimelineKind
+from rayform.catalog._dataset import DatasetView
+from rayform.catalog.export._features import ExportFeature, select_features
+from rayform.catalog.export._source import TimeRanges, pick_timeline, resolve_source
+from rayform.catalog.export._video_encode import VideoEncoding
+from rayform.catalog.export.lerobot import LeRobotExport, _Episode, _Exporter
+from rayform.errors import ConfigError
+from rayform.ray._cluster import TaskOptions, batched, run_tasks
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _ExportPlan:
+    """Everything a task needs to build an exporter identical to the driver's (pickles small)."""
+
+    view: DatasetView
+    root: Path
+    features: tuple[ExportFeature, ...]
+    timeline: str
+    kind: TimelineKind
+    fps: float
+    encoding: VideoEncoding
+    tolerance_s: float
+    tasks: Mapping[str, int]
+    ranges: Mapping[str, tuple[int, int]]
+
+    def exporter(self) -> _Exporter:
+        exporter = _Exporter(self.root, list(self.features), self.timeline, self.kind,
+                             fps=self.fps, encoding=self.encoding, tolerance_s=self.tolerance_s)
+        exporter.tasks = dict(self.tasks)
+        return exporter
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _GroupResult:
+    episodes: list[_Episode]
+    specs: dict[str, dict[str, Any]]
+    videos_written: dict[str, int]
+    robot_types: set[str]
+
+
+def _export_group(plan: _ExportPlan, jobs: list[tuple[str, int, int]]) -> _GroupResult:
+    """Runs in a Ray task: write episodes ``(segment_id, index, from_index)`` of the plan."""
+    exporter = plan.exporter()
+    for segment_id, index, from_index in jobs:
+        exporter.add(plan.view.open_segment(segment_id), plan.ranges.get(segment_id),
+                     index=index, from_index=from_index)
+    if len(exporter.episodes) != len(jobs):
+        raise RuntimeError(
+            f"export_lerobot: a task exported {len(exporter.episodes)} of {len(jobs)} planned "
+            "episodes; the dataset changed under the export"
+        )
+    return _GroupResult(episodes=exporter.episodes, specs=exporter.specs,
+                        videos_written=exporter.videos_written, robot_types=exporter.robot_types)
+
+
+def _merge_specs(into: dict[str, dict[str, Any]], specs: Mapping[str, dict[str, Any]]) -> None:
+    """Keep the first episode's spec of each feature, as the sequential export does."""
+    for key, spec in specs.items():
+        known = into.setdefault(key, spec)
+        if known["shape"] != spec["shape"]:
+            raise ConfigError(
+                f"export_lerobot: feature {key!r} has shape {spec['shape']} in some episodes and "
+                f"{known['shape']} in others; a LeRobot feature has one shape"
+            )
+
+
+def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
+                   timeline: str | None = None, features: Mapping[str, str] | None = None,
+                   robot_type: str | None = None, video: VideoEncoding | None = None,
+                   tolerance_s: float = 1e-4, time_ranges: TimeRanges | None = None,
+                   options: TaskOptions | None = None) -> LeRobotExport:
+    """:func:`rayform.catalog.export.export_lerobot` with the episodes written by Ray tasks.
+
+    The arguments are the single-process exporter's (``progress`` aside), plus ``options``
+    (``segments_per_task`` episodes per task). The result is the same folder.
+
+    Raises:
+        ConfigError: ``out_dir`` is not empty, ``fps`` is not positive, or nothing to export.
+        ColumnNotFoundError: an unknown timeline or column.
+    """
+    opts = options or TaskOptions()
+    if not fps > 0:
+        raise ConfigError(f"export_lerobot: fps must be positive, got {fps!r}")
+    view, ranges = resolve_source(source, time_ranges)
+    root = Path(out_dir).resolve()
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise ConfigError(f"export_lerobot: {root} exists and is not an empty folder; choose a "
+                          "new folder")
+    timeline_name, kind = pick_timeline(view, timeline)
+    chosen = select_features(view, features)
+    encoding = video or VideoEncoding()
+    tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        driver = _Exporter(tmp, chosen, timeline_name, kind, fps=fps, encoding=encoding,
+                           tolerance_s=tolerance_s)
+        jobs: list[tuple[str, int, int]] = []
+        frames = 0
+        for segment_id in view.segment_ids():
+            length = driver.plan_episode(view.open_segment(segment_id), ranges.get(segment_id))
+            if length is not None:
+                jobs.append((segment_id, len(jobs), frames))
+                frames += length
+        plan = _ExportPlan(view=view, root=tmp, features=tuple(chosen), timeline=timeline_name,
+                           kind=kind, fps=fps, encoding=encoding, tolerance_s=tolerance_s,
+                           tasks=dict(driver.tasks), ranges=dict(ranges))
+        groups = batched(jobs, opts.segments_per_task)
+        results = run_tasks(_export_group, [(plan, group) for group in groups], opts)
+        for result in results:
+            driver.episodes.extend(result.episodes)
+            _merge_specs(driver.specs, result.specs)
+            for method, count in result.videos_written.items():
+                driver.videos_written[method] += count
+            driver.robot_types |= result.robot_types
+        written = driver.finish(robot_type)
+        if root.exists():
+            root.rmdir()
+        root.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return LeRobotExport(root=root, num_episodes=written[0], num_frames=written[1],
+                         features=tuple(f.key for f in chosen), remuxed_videos=written[2],
+                         encoded_videos=written[3], skipped_segments=tuple(written[4]))
+
+
+__all__ = ["export_lerobot"]

@@ -1,0 +1,56 @@
+"""Importers load without their optional packages and say which extra to install when used."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from format_sources import write_lerobot_v21
+
+from rayform.catalog import Catalog
+from rayform.catalog._importers import find_importer
+
+
+def test_format_modules_import_without_optional_packages_or_torch() -> None:
+    code = (
+        "import sys\n"
+        "for name in ('rerun', 'mcap', 'mcap_ros2', 'av', 'yaml', 'PIL', 'torch'):\n"
+        "    sys.modules[name] = None\n"
+        "import rayform.catalog.rrd, rayform.catalog.mcap, rayform.catalog.lerobot\n"
+        "import rayform.catalog.mp4, rayform.catalog.export\n"
+        "from rayform.catalog._importers import _load_lazy, _REGISTRY\n"
+        "_load_lazy()\n"
+        "print(sorted(i.name for i in _REGISTRY))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rrd']"
+
+
+@pytest.mark.parametrize(("filename", "head", "importer", "blocked", "extra"), [
+    ("run.mcap", b"\x89MCAP0\r\n", "mcap", "mcap.reader", "mcap"),
+    ("rec.rrd", b"RRF2", "rrd", "rerun.chunk", "rerun"),
+    ("clip.mp4", b"\x00\x00\x00\x18ftypisom", "mp4", "av", "video"),
+])
+def test_missing_package_is_named_only_when_used(tmp_path: Path, catalog: Catalog,
+                                                 monkeypatch: pytest.MonkeyPatch, filename: str,
+                                                 head: bytes, importer: str, blocked: str,
+                                                 extra: str) -> None:
+    path = tmp_path / filename
+    path.write_bytes(head + b"\x00" * 64)
+    monkeypatch.setitem(sys.modules, blocked, None)
+    assert find_importer(path).name == importer  # sniffing needs no optional package
+    ds = catalog.create_dataset("x")
+    with pytest.raises(ImportError, match=rf"pip install 'rayform\[{extra}\]'"):
+        ds.register(path)
+    assert ds.segment_ids() == []
+
+
+def test_lerobot_without_video_needs_no_optional_package(tmp_path: Path, catalog: Catalog,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 4}, video=False)
+    monkeypatch.setitem(sys.modules, "av", None)
+    ds = catalog.create_dataset("x")
+    assert ds.register(tmp_path / "ds").wait().segment_ids == ["episode_000000"]

@@ -1,0 +1,109 @@
+"""The datasets inside torch DataLoaders: samplers, forked and spawned workers, sharding, order."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from dataloader_factories import GRIPPER, JOINTS
+from torch.utils.data import DataLoader, DistributedSampler, WeightedRandomSampler
+
+from rayform.catalog import DatasetEntry
+from rayform.dataloader import (
+    BlockShuffle,
+    DataSource,
+    Field,
+    NoShuffle,
+    NumericDecoder,
+    RerunIterableDataset,
+    RerunMapDataset,
+    SampleShuffle,
+    StableOrder,
+)
+
+FORK_WITH_THREADS = "ignore:This process .* is multi-threaded:DeprecationWarning"
+
+
+def _fields() -> dict[str, Field]:
+    return {"state": Field(JOINTS, NumericDecoder()),
+            "action": Field(JOINTS, NumericDecoder(), window=(0, 1, 2))}
+
+
+def _indices(loader: DataLoader[Any]) -> list[int]:
+    out: list[int] = []
+    for batch in loader:
+        assert batch["state"].shape[1:] == (3,)
+        assert batch["action"].shape[1:] == (3, 3)
+        out += batch["meta"]["sample_index"].tolist()
+    return out
+
+
+def test_map_dataset_with_shuffle_distributed_and_weighted_samplers(
+        robots_dataset: DatasetEntry) -> None:
+    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                         sample_metadata=True)
+    n = len(ds)
+    assert sorted(_indices(DataLoader(ds, batch_size=8, shuffle=True))) == list(range(n))
+    halves = [_indices(DataLoader(ds, batch_size=8, sampler=DistributedSampler(
+        ds, num_replicas=2, rank=r, shuffle=True, seed=3, drop_last=True))) for r in range(2)]
+    assert not set(halves[0]) & set(halves[1])
+    assert len(halves[0]) == len(halves[1]) == n // 2
+    first = ds.sample_index.segments[0].num_samples
+    weights = [0.0 if i < first else 1.0 for i in range(n)]
+    drawn = _indices(DataLoader(ds, batch_size=16, sampler=WeightedRandomSampler(
+        weights, num_samples=64, replacement=True, generator=torch.Generator().manual_seed(0))))
+    assert len(drawn) == 64 and min(drawn) >= first
+
+
+@pytest.mark.filterwarnings(FORK_WITH_THREADS)
+def test_iterable_workers_fork_partition_each_epoch(robots_dataset: DatasetEntry) -> None:
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=5, sample_metadata=True,
+                              shuffle_strategy=BlockShuffle(buffer_size=6))
+    loader = DataLoader(ds, batch_size=4, num_workers=2, multiprocessing_context="fork")
+    epoch0 = _indices(loader)
+    assert sorted(epoch0) == list(range(len(ds)))
+    assert epoch0 == _indices(loader), "same epoch, same order"
+    ds.set_epoch(1)
+    epoch1 = _indices(loader)
+    assert sorted(epoch1) == list(range(len(ds))) and epoch1 != epoch0
+
+
+@pytest.mark.slow
+def test_iterable_and_map_workers_spawn(robots_dataset: DatasetEntry) -> None:
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=16, sample_metadata=True)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context="spawn",
+                        persistent_workers=True)
+    assert sorted(_indices(loader)) == list(range(len(ds)))
+    single = list(RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                                       fetch_block_size=16, sample_metadata=True))
+    assert {s["meta"]["sample_index"] for s in single} == set(range(len(ds)))
+    mds = RerunMapDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                          sample_metadata=True)
+    mloader = DataLoader(mds, batch_size=8, num_workers=1, multiprocessing_context="spawn")
+    assert _indices(mloader) == list(range(len(mds)))
+
+
+@pytest.mark.filterwarnings(FORK_WITH_THREADS)
+@pytest.mark.parametrize("strategy", [SampleShuffle(), BlockShuffle(buffer_size=10)])
+def test_stable_order_is_the_same_for_0_1_and_2_workers(robots_dataset: DatasetEntry,
+                                                        strategy: Any) -> None:
+    fields = {**_fields(), "gripper": Field(GRIPPER, NumericDecoder())}
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", fields,
+                              fetch_block_size=6, sample_metadata=True, seed=11,
+                              shuffle_strategy=strategy, stable_order=StableOrder(batch_size=4))
+    with pytest.warns(RuntimeWarning, match="field 'gripper' has no value"):
+        runs = [_indices(DataLoader(ds, batch_size=4, num_workers=w,
+                                    multiprocessing_context="fork" if w else None))
+                for w in (0, 1, 2)]
+    assert runs[0] == runs[1] == runs[2]
+    assert len(set(runs[0])) == len(runs[0]) < len(ds), "incomplete samples were dropped"
+    default = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                                   fetch_block_size=6, sample_metadata=True,
+                                   shuffle_strategy=NoShuffle())
+    orders = [_indices(DataLoader(default, batch_size=4, num_workers=w,
+                                  multiprocessing_context="fork" if w else None))
+              for w in (0, 2)]
+    assert orders[0] != orders[1], "the default contiguous shards do depend on num_workers"
