@@ -30,17 +30,17 @@ case "${1:-}" in
         exec "$VENV/bin/rayform" demo "$@"
         ;;
     test)
-        setup "torch,video,image,fastjpeg,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,dev"
         shift
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     lint)
-        setup "torch,video,image,fastjpeg,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,dev"
         "$VENV/bin/ruff" check rayform tests benchmarks
         exec "$VENV/bin/mypy"
         ;;
     bench)
-        setup "torch,video,image,fastjpeg,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,dev"
         shift
         for b in benchmarks/bench_*.py; do
             echo "== $b"

@@ -7,7 +7,8 @@ Each part prints the measured figure, the physical limit measured in the same ru
    ``mcap-ros2-support`` and nothing else (every importer must at least decode each message).
    Target: >= 50 % of the bare decode rate.
 2. LeRobot v2.1 registration (Parquet + MP4 per episode) against reading the Parquet files,
-   demuxing the MP4s and copying their bytes (the least any import must do).
+   demuxing the MP4s, hashing and copying their bytes (the least an import into a
+   content-addressed catalog must do).
    Target: >= 50 % of that rate.
 3. LeRobot v3.0 export of the same episodes at their own rate (videos remuxed) against copying
    the MP4 bytes and writing the Parquet rows. Target: >= 50 % of that rate.
@@ -15,6 +16,7 @@ Each part prints the measured figure, the physical limit measured in the same ru
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -238,6 +240,7 @@ def bench_lerobot(work: Path) -> None:
             with av.open(str(video)) as container:
                 for _ in container.demux(container.streams.video[0]):
                     pass
+            hashlib.sha256(video.read_bytes()).hexdigest()
             shutil.copyfile(video, out / f"{i}.mp4")
 
     catalogs: list[Catalog] = []

@@ -25,14 +25,31 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def _connect_ray(args: argparse.Namespace) -> bool:
+    """Connect to Ray when ``--ray [ADDRESS]`` was given; True if the Ray path should run."""
+    if args.ray is None:
+        return False
+    from rayform.ray import connect
+
+    connect(args.ray or None)
+    return True
+
+
 def cmd_register(args: argparse.Namespace) -> int:
     from rayform.catalog import Catalog
 
     cat = Catalog.open(args.catalog)
     dataset = cat.create_dataset(args.dataset, exist_ok=True) if args.create \
         else cat.get_dataset(args.dataset)
-    result = dataset.register(args.paths, layer_name=args.layer, on_duplicate=args.on_duplicate,
-                              progress=True).wait()
+    if _connect_ray(args):
+        from rayform.ray import register_many
+
+        handle = register_many(dataset, args.paths, layer_name=args.layer,
+                               on_duplicate=args.on_duplicate)
+    else:
+        handle = dataset.register(args.paths, layer_name=args.layer,
+                                  on_duplicate=args.on_duplicate, progress=True)
+    result = handle.wait()
     print(f"registered {len(result.segment_ids)} segment(s) into {args.dataset!r}: "
           + ", ".join(result.segment_ids[:10]) + (" …" if len(result.segment_ids) > 10 else ""))
     return 0
@@ -102,6 +119,53 @@ def cmd_sql(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_stats(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog, compute_statistics
+
+    dataset = Catalog.open(args.catalog).get_dataset(args.dataset)
+    columns = args.column or None
+    if _connect_ray(args):
+        from rayform.ray import compute_statistics as ray_statistics
+
+        stats = ray_statistics(dataset, columns, timeline=args.timeline)
+    else:
+        stats = compute_statistics(dataset, columns, timeline=args.timeline)
+    table = stats.to_arrow()
+    if not args.per_segment:
+        table = table.filter(table.column("rerun_segment_id").is_null())
+    print(format_table(table, max_rows=args.limit))
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    dataset = Catalog.open(args.catalog).get_dataset(args.dataset)
+    view = dataset.filter_segments(args.segment) if args.segment else dataset
+    if args.format == "rrd":
+        from rayform.catalog.export import export_rrd
+
+        if len(view.segment_ids()) != 1:
+            raise SystemExit("export rrd: choose exactly one segment with --segment ID")
+        path = export_rrd(view, view.segment_ids()[0], args.out)
+        print(f"wrote {path}")
+        return 0
+    if args.fps is None:
+        raise SystemExit("export lerobot: --fps is required")
+    if _connect_ray(args):
+        from rayform.ray import export_lerobot as ray_export
+
+        result = ray_export(view, args.out, fps=args.fps, timeline=args.timeline)
+    else:
+        from rayform.catalog.export import export_lerobot
+
+        result = export_lerobot(view, args.out, fps=args.fps, timeline=args.timeline,
+                                progress=True)
+    print(f"wrote LeRobot v3.0 dataset {result.root}: {result.num_episodes} episodes, "
+          f"{result.num_frames} frames, features {', '.join(result.features)}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rayform.catalog._query import run_query
     from rayform.demo import SUMMARY_SQL, DemoSpec, build_demo
@@ -140,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layer", default="base")
     p.add_argument("--on-duplicate", choices=["error", "skip", "replace"], default="error")
     p.add_argument("--create", action="store_true", help="create the dataset if missing")
+    _ray_option(p)
     p.set_defaults(func=cmd_register)
 
     p = sub.add_parser("datasets", help="list datasets")
@@ -161,11 +226,35 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50)
     p.set_defaults(func=cmd_sql)
 
+    p = sub.add_parser("stats", help="per-column min/max/mean/std/quantiles (overall or per segment)")
+    p.add_argument("dataset")
+    p.add_argument("--column", action="append", default=[], help="a numeric column (repeatable)")
+    p.add_argument("--timeline", default=None)
+    p.add_argument("--per-segment", action="store_true", help="also print each segment's rows")
+    p.add_argument("--limit", type=int, default=200)
+    _ray_option(p)
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("export", help="export to LeRobot v3.0 (a dataset) or .rrd (one segment)")
+    p.add_argument("format", choices=["lerobot", "rrd"])
+    p.add_argument("dataset")
+    p.add_argument("out", help="output folder (lerobot) or .rrd file")
+    p.add_argument("--segment", action="append", default=[], help="only this segment (repeatable)")
+    p.add_argument("--fps", type=float, default=None, help="LeRobot frame rate (latest-at grid)")
+    p.add_argument("--timeline", default=None)
+    _ray_option(p)
+    p.set_defaults(func=cmd_export)
+
     p = sub.add_parser("demo", help="write the demo catalog and print a SQL summary")
     p.add_argument("--episodes", type=int, default=4)
     p.add_argument("--replace", action="store_true", help="rewrite the demo episodes")
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+def _ray_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                        help="run the work as Ray tasks (a local cluster, or ADDRESS)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -5,7 +5,8 @@ Layout::
     catalog.json                            format marker and version
     entries/<name>/entry.json               kind (dataset | table), id, creation time
     entries/<name>/versions/<n>.json        immutable metadata snapshots, one per commit
-    objects/<ab>/<sha256>                   immutable, content-addressed data files
+    objects/<ab>/<sha256>                   immutable, content-addressed data files and
+                                            dataset segment indexes
 """
 
 from __future__ import annotations

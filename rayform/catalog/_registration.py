@@ -1,7 +1,9 @@
 """Registration: turn recording files into content-addressed objects and a new dataset snapshot.
 
-Objects are copied (and hashed) first; only then is the snapshot committed, in one atomic step.
-A crash before the commit leaves unreferenced objects behind (invisible), never a changed catalog.
+Sources are validated first (nothing is written for bad input), then their objects are copied
+and hashed, then the new segment index object is stored, and only then is the snapshot header
+committed, in one atomic step. A crash before the commit leaves unreferenced objects behind
+(invisible), never a changed catalog.
 """
 
 from __future__ import annotations

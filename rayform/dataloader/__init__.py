@@ -49,12 +49,15 @@ from rayform.decoders import (
     RequestArrays,
 )
 
+_VIDEO_NAMES = ("VideoFrameDecoder", "Yuv420Collator", "Yuv420Frame")
+
 
 def __getattr__(name: str) -> Any:
-    if name == "VideoFrameDecoder":
+    # The video names import PyAV; like Rerun's package, load them on first use.
+    if name in _VIDEO_NAMES:
         from rayform import decoders
 
-        return decoders.VideoFrameDecoder
+        return getattr(decoders, name)
     raise AttributeError(f"module 'rayform.dataloader' has no attribute {name!r}")
 
 
@@ -89,4 +92,6 @@ __all__ = [
     "StableOrder",
     "VideoFrameDecoder",
     "WeightedMixSampler",
+    "Yuv420Collator",
+    "Yuv420Frame",
 ]

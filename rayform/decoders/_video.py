@@ -36,7 +36,7 @@ from rayform.catalog._columns import (
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
 from rayform.decoders._video_asset import AssetPackets, load_asset_packets
 from rayform.decoders._video_bitstream import detect_gop_start
-from rayform.decoders._video_codec import open_decoder, require_av
+from rayform.decoders._video_codec import UnknownCodecError, open_decoder, require_av
 from rayform.decoders._video_frames import (
     PacketColumn,
     frame_to_rgb,
@@ -308,6 +308,8 @@ class VideoFrameDecoder(ColumnDecoder):
             return run()
         except _RunFailedError as failure:
             failures.append((failure.kind, f"segment {segment_id!r}: {failure}"))
+        except UnknownCodecError as err:
+            failures.append(("codec", str(err)))
         except (av.FFmpegError, ValueError, EOFError) as err:
             failures.append(("decode", f"segment {segment_id!r}: {type(err).__name__}: {err}"))
         return None
@@ -466,8 +468,7 @@ class VideoFrameDecoder(ColumnDecoder):
     def _decode_asset_run(self, run: AssetRun, *, captured: dict[FrameKey, Captured]) -> bool:
         av = require_av()
         packets = run.packets
-        presented_pts = packets.pts[packets.presentation_to_decode]
-        pending = {int(presented_pts[p]): p for p in run.wanted}
+        pending = {int(packets.presentation_pts[p]): p for p in run.wanted}
         key = ("asset", run.asset_key)
         session = self._sessions.checkout(key)
         first_pts = min(pending)

@@ -30,8 +30,8 @@ FRAME_MATCH_TOLERANCE_NS: Final = 100_000
 def pts_to_ns(pts: npt.NDArray[np.int64], time_base: Fraction) -> npt.NDArray[np.int64]:
     """Presentation timestamps in stream units to integer nanoseconds (rounded to nearest)."""
     num, den = time_base.numerator, time_base.denominator
-    scaled = pts.astype(object) * (num * 1_000_000_000)
-    return np.array([(v + den // 2) // den for v in scaled], dtype=np.int64)
+    scaled = pts.astype(object) * (num * 1_000_000_000) + den // 2
+    return np.asarray(scaled // den, dtype=np.int64)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
@@ -81,7 +81,8 @@ class AssetPackets:
         is_keyframe: ``bool[N]``.
         offset: ``int64[N]`` byte offset of each packet in the file.
         size: ``int64[N]`` byte size of each packet.
-        presentation_ns: ``int64[N]`` the pts in ns, sorted (presentation order).
+        presentation_pts: ``int64[N]`` the pts sorted (presentation order).
+        presentation_ns: ``int64[N]`` the same in ns.
         presentation_to_decode: ``int64[N]`` decode position of each presented frame.
         start_of: ``int64[N]`` for each presented frame, the decode position of the keyframe to
             start decoding from (the latest keyframe presented at or before it).
@@ -96,6 +97,7 @@ class AssetPackets:
     is_keyframe: npt.NDArray[np.bool_]
     offset: npt.NDArray[np.int64]
     size: npt.NDArray[np.int64]
+    presentation_pts: npt.NDArray[np.int64]
     presentation_ns: npt.NDArray[np.int64]
     presentation_to_decode: npt.NDArray[np.int64]
     start_of: npt.NDArray[np.int64]
@@ -236,6 +238,7 @@ def load_asset_packets(path: str | os.PathLike[str]) -> AssetPackets:
         is_keyframe=is_keyframe,
         offset=offset,
         size=size,
+        presentation_pts=pts[order],
         presentation_ns=presentation_ns,
         presentation_to_decode=order.astype(np.int64),
         start_of=start_of,

@@ -19,9 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from rayform.catalog._columns import TimelineKind
-from rayform.catalog._dataset import DatasetView
 from rayform.catalog.export._features import ExportFeature, select_features
-from rayform.catalog.export._source import TimeRanges, pick_timeline, resolve_source
+from rayform.catalog.export._source import (
+    ExportSource,
+    TimeRanges,
+    pick_timeline,
+    resolve_source,
+)
 from rayform.catalog.export._video_encode import VideoEncoding
 from rayform.catalog.export.lerobot import LeRobotExport, _Episode, _Exporter
 from rayform.errors import ConfigError
@@ -32,7 +36,7 @@ from rayform.ray._cluster import TaskOptions, batched, run_tasks
 class _ExportPlan:
     """Everything a task needs to build an exporter identical to the driver's (pickles small)."""
 
-    view: DatasetView
+    source: ExportSource
     root: Path
     features: tuple[ExportFeature, ...]
     timeline: str
@@ -41,7 +45,6 @@ class _ExportPlan:
     encoding: VideoEncoding
     tolerance_s: float
     tasks: Mapping[str, int]
-    ranges: Mapping[str, tuple[int, int]]
 
     def exporter(self) -> _Exporter:
         exporter = _Exporter(self.root, list(self.features), self.timeline, self.kind,
@@ -62,8 +65,8 @@ def _export_group(plan: _ExportPlan, jobs: list[tuple[str, int, int]]) -> _Group
     """Runs in a Ray task: write episodes ``(segment_id, index, from_index)`` of the plan."""
     exporter = plan.exporter()
     for segment_id, index, from_index in jobs:
-        exporter.add(plan.view.open_segment(segment_id), plan.ranges.get(segment_id),
-                     index=index, from_index=from_index)
+        exporter.add(plan.source.view.open_segment(segment_id),
+                     plan.source.range_for(segment_id), index=index, from_index=from_index)
     if len(exporter.episodes) != len(jobs):
         raise RuntimeError(
             f"export_lerobot: a task exported {len(exporter.episodes)} of {len(jobs)} planned "
@@ -101,12 +104,13 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
     opts = options or TaskOptions()
     if not fps > 0:
         raise ConfigError(f"export_lerobot: fps must be positive, got {fps!r}")
-    view, ranges = resolve_source(source, time_ranges)
+    resolved = resolve_source(source, time_ranges)
+    view = resolved.view
     root = Path(out_dir).resolve()
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ConfigError(f"export_lerobot: {root} exists and is not an empty folder; choose a "
                           "new folder")
-    timeline_name, kind = pick_timeline(view, timeline)
+    timeline_name, kind = pick_timeline(resolved, timeline)
     chosen = select_features(view, features)
     encoding = video or VideoEncoding()
     tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
@@ -118,13 +122,14 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
         jobs: list[tuple[str, int, int]] = []
         frames = 0
         for segment_id in view.segment_ids():
-            length = driver.plan_episode(view.open_segment(segment_id), ranges.get(segment_id))
+            length = driver.plan_episode(view.open_segment(segment_id),
+                                         resolved.range_for(segment_id))
             if length is not None:
                 jobs.append((segment_id, len(jobs), frames))
                 frames += length
-        plan = _ExportPlan(view=view, root=tmp, features=tuple(chosen), timeline=timeline_name,
-                           kind=kind, fps=fps, encoding=encoding, tolerance_s=tolerance_s,
-                           tasks=dict(driver.tasks), ranges=dict(ranges))
+        plan = _ExportPlan(source=resolved, root=tmp, features=tuple(chosen),
+                           timeline=timeline_name, kind=kind, fps=fps, encoding=encoding,
+                           tolerance_s=tolerance_s, tasks=dict(driver.tasks))
         groups = batched(jobs, opts.segments_per_task)
         results = run_tasks(_export_group, [(plan, group) for group in groups], opts)
         for result in results:

@@ -217,3 +217,21 @@ def test_latest_at_matches_brute_force(segments: list[SegmentSpec],
             table = table.set_column(1, timeline, table.column(timeline).cast(pa.int64()))
         assert table.column_names == ["rerun_segment_id", timeline, *columns]
         assert table.to_pylist() == expected
+
+
+def test_reader_gathers_variable_and_fixed_width_lists(catalog: Catalog, tmp_path: Path) -> None:
+    path = tmp_path / "lists.rfr"
+    with rayform.RecordingWriter(path, recording_id="lists") as rec:
+        rec.log_columns("/pts", timelines={"t": [10, 20, 30]}, components={
+            "Points:xy": pa.array([[1.0, 2.0], [3.0], []], pa.list_(pa.float64())),
+            "Label:text": pa.array(["a", "b", "c"]),
+            "Vec:v": np.array([[1, 2], [3, 4], [5, 6]], np.int16),
+        })
+    ds = catalog.create_dataset("lists")
+    ds.register(path).wait()
+    table = ds.reader("t", fill_latest_at=True,
+                      using_index_values={"lists": [5, 30, 10, 25, 10]}).to_arrow_table()
+    assert table.column("/pts:Points:xy").to_pylist() == [None, [], [1.0, 2.0], [3.0], [1.0, 2.0]]
+    assert table.column("/pts:Label:text").to_pylist() == [None, ["c"], ["a"], ["b"], ["a"]]
+    assert table.column("/pts:Vec:v").to_pylist() == [None, [5, 6], [1, 2], [3, 4], [1, 2]]
+    assert table.schema.field("/pts:Vec:v").type == pa.list_(pa.int16())

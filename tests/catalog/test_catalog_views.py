@@ -133,3 +133,21 @@ def test_views_pickle_pinned_to_their_snapshot(robots: DatasetEntry,
     assert entry.id == robots.id
     old = pickle.loads(pickle.dumps(robots.at_version(1)))
     assert old.segment_ids() == ["ep0", "ep1", "ep2"]
+
+
+@pytest.mark.parametrize("contents", [None, ["/cam1/**"], ["/**", "-/joints/**"], ["/nothing"]])
+def test_columnar_tables_match_the_records(robots: DatasetEntry, contents: list[str] | None
+                                           ) -> None:
+    from rayform.catalog._schema import ContentFilter
+    from rayform.catalog._tables import index_ranges_table, segment_table
+
+    view = robots.filter_segments(["ep0", "ep2"])
+    content_filter = None if contents is None else ContentFilter.parse(contents)
+    if contents is not None:
+        view = view.filter_contents(contents)
+    records = view.segment_records()
+    expected_ranges = index_ranges_table(records, view.timelines, content_filter)  # type: ignore[arg-type]
+    assert view.index_ranges_arrow().equals(expected_ranges)
+    expected_table = segment_table(records, view.timelines,  # type: ignore[arg-type]
+                                   content_filter, view._object_url)
+    assert view.segment_table_arrow().equals(expected_table)

@@ -144,7 +144,7 @@ def native_offsets(window: Sequence[float] | None, timeline: str) -> list[int]:
         return [0]
     if timeline == "frame_index":
         return [int(o) for o in window]
-    return [int(round(o * 1e9)) for o in window]
+    return [round(o * 1e9) for o in window]
 
 
 def reference_samples(episodes: Sequence[Episode], timeline: str, windows: Sequence[Any], *,
@@ -152,7 +152,7 @@ def reference_samples(episodes: Sequence[Episode], timeline: str, windows: Seque
     """Every (episode, index value) of the sample space, in global order, by brute force."""
     offsets = [o for w in windows for o in native_offsets(w, timeline)] + [0]
     lo_off, hi_off = min(offsets), max(offsets)
-    step = 1 if rate_hz is None else int(round(1e9 / rate_hz))
+    step = 1 if rate_hz is None else round(1e9 / rate_hz)
     out: list[tuple[Episode, int]] = []
     for ep in sorted(episodes, key=lambda e: e.segment_id):
         start, end = ep.range_of(timeline)

@@ -130,8 +130,17 @@ def test_public_api_is_sorted_and_importable() -> None:
     for module in (rayform.dataloader, rayform.decoders):
         assert module.__all__ == sorted(module.__all__)
         for name in module.__all__:
-            if name != "VideoFrameDecoder":
+            if name not in ("VideoFrameDecoder", "Yuv420Collator", "Yuv420Frame") and \
+                    name not in getattr(module, "_LAZY", {}):
                 assert getattr(module, name) is not None
     code = ("import sys, rayform.dataloader, rayform.decoders; "
             "assert 'rayform.decoders._video' not in sys.modules; assert 'av' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_empty_selection_yields_nothing(robots_dataset: DatasetEntry) -> None:
+    src = DataSource(robots_dataset, segments=["no-such-segment"])
+    for strategy in (None, NoShuffle()):
+        ds = RerunIterableDataset(src, "frame_index", {"q": Q}, shuffle_strategy=strategy)
+        assert len(ds) == 0 and list(ds) == []
+    assert len(RerunMapDataset(src, "frame_index", {"q": Q})) == 0

@@ -68,7 +68,7 @@ def test_seeds_change_the_order_and_noshuffle_is_natural(sizes: list[int], block
 
 def test_block_shuffle_keeps_natural_order_within_blocks() -> None:
     index = _index([8, 4])
-    none, none_bounds = NoShuffle().epoch_order(index, fetch_block_size=4, seed=0)
+    _, none_bounds = NoShuffle().epoch_order(index, fetch_block_size=4, seed=0)
     assert none_bounds.tolist() == [4, 8, 12]
     order, bounds = BlockShuffle().epoch_order(index, fetch_block_size=4, seed=5)
     blocks = sorted(tuple(order[s:e]) for s, e in zip([0, *bounds[:-1]], bounds, strict=True))

@@ -13,13 +13,12 @@ from rayform.decoders import DecodeRequest, FieldBatch, NumericDecoder, RequestA
 
 
 def _requests(outputs: Sequence[Sequence[int]], *, arrays: bool) -> Sequence[DecodeRequest]:
-    if arrays:
-        if len({len(o) for o in outputs}) == 1:
-            return RequestArrays(
-                sample_positions=np.arange(len(outputs), dtype=np.int64),
-                segment_ids=["s"] * len(outputs),
-                index_values=np.arange(len(outputs), dtype=np.int64),
-                output_rows=np.array(outputs, dtype=np.int64).reshape(len(outputs), -1))
+    if arrays and len({len(o) for o in outputs}) == 1:
+        return RequestArrays(
+            sample_positions=np.arange(len(outputs), dtype=np.int64),
+            segment_ids=["s"] * len(outputs),
+            index_values=np.arange(len(outputs), dtype=np.int64),
+            output_rows=np.array(outputs, dtype=np.int64).reshape(len(outputs), -1))
     return [DecodeRequest(i, "s", i, tuple(sorted(set(o))), tuple(o))
             for i, o in enumerate(outputs)]
 

@@ -89,3 +89,30 @@ def test_demo_writes_catalog_and_prints_summary(tmp_path: Path) -> None:
     assert abs(float(np.median(np.diff(cam.index))) - 1e9 / 30) < 1
     flags = [row[0] for row in keyframes.values.to_pylist()]
     assert flags[0] is True and sum(flags) == 4  # GOP 30 over 120 frames
+
+
+def test_stats_and_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cat = str(tmp_path / "cat")
+    main(["--catalog", cat, "init"])
+    recs = [str(_recording(tmp_path / f"e{i}.rfr", f"e{i}", success=True)) for i in range(2)]
+    main(["--catalog", cat, "register", "robots", *recs, "--create"])
+    capsys.readouterr()
+
+    assert main(["--catalog", cat, "stats", "robots", "--per-segment"]) == 0
+    out = capsys.readouterr().out
+    # both recordings hold 0..34 as a 5x7 matrix: column minima 0..6, maxima 28..34
+    assert "[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0]" in out
+    assert "[28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0]" in out
+    assert "(3 rows)" in out  # overall + two segments
+
+    out_dir = tmp_path / "lerobot"
+    assert main(["--catalog", cat, "export", "lerobot", "robots", str(out_dir), "--fps", "10"]) == 0
+    assert "2 episodes" in capsys.readouterr().out
+    assert (out_dir / "meta" / "info.json").is_file()
+
+    with pytest.raises(SystemExit, match="--fps is required"):
+        main(["--catalog", cat, "export", "lerobot", "robots", str(tmp_path / "x")])
+    pytest.importorskip("rerun")
+    rrd = tmp_path / "e0.rrd"
+    assert main(["--catalog", cat, "export", "rrd", "robots", str(rrd), "--segment", "e0"]) == 0
+    assert rrd.is_file() and rrd.stat().st_size > 0

@@ -33,6 +33,11 @@ def episode_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
 
 
 @pytest.fixture
-def make_catalog(tmp_path: Path) -> Callable[[str], Catalog]:
+def make_catalog(tmp_path: Path) -> Callable[[], Catalog]:
+    """``make_catalog()`` -> a new empty catalog below ``tmp_path``."""
     counter = iter(range(1000))
-    return lambda name="catalog": Catalog.create(tmp_path / f"{name}{next(counter)}")
+
+    def make() -> Catalog:
+        return Catalog.create(tmp_path / f"catalog{next(counter)}")
+
+    return make

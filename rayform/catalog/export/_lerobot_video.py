@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -31,7 +32,7 @@ from rayform.catalog.mp4._probe import VideoProbe, probe_video
 from rayform.catalog.rrd._arrow_types import VIDEO_CODEC_NAMES
 from rayform.errors import ConfigError
 
-STATS_FRAMES = 16
+STATS_FRAMES = 8
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -71,15 +72,16 @@ def write_episode_video(seg: SegmentData, feature: ExportFeature, timeline: str,
                           "of the export grid")
     dest.parent.mkdir(parents=True, exist_ok=True)
     rows = seg.column(feature.column, timeline)
-    method: Literal["remux", "encode"] = "encode"
     if feature.kind == "video_asset":
         pts = _flat_int64(rows.values.take(pa.array(positions)))
         asset = _asset_path(seg, feature, timeline)
-        if encoding.remux and _remux_asset(asset, pts, dest, fps=fps, probes=probes,
-                                           tolerance_ns=tolerance_ns):
-            method = "remux"
-        else:
-            _encode(asset_frames(asset, pts), dest, fps=fps, encoding=encoding)
+        if encoding.remux:
+            remuxed = _remux_asset(asset, pts, dest, fps=fps, probes=probes,
+                                   tolerance_ns=tolerance_ns)
+            if remuxed is not None:
+                return WrittenVideo(path=dest, method="remux", probe=remuxed,
+                                    stats=_video_stats(dest, remuxed))
+        _encode(asset_frames(asset, pts), dest, fps=fps, encoding=encoding)
     elif feature.kind == "video_stream":
         flags_rows = seg.column(column_name(feature.entity, VIDEO_IS_KEYFRAME), timeline)
         flags = _flat_bool(flags_rows.values)
@@ -89,7 +91,7 @@ def write_episode_video(seg: SegmentData, feature: ExportFeature, timeline: str,
     else:
         _encode(image_frames(_Samples(rows.values), positions), dest, fps=fps, encoding=encoding)
     probe = probe_video(dest)
-    return WrittenVideo(path=dest, method=method, probe=probe, stats=_video_stats(dest, probe))
+    return WrittenVideo(path=dest, method="encode", probe=probe, stats=_video_stats(dest, probe))
 
 
 class _Samples:
@@ -127,23 +129,29 @@ def _codec_name(seg: SegmentData, feature: ExportFeature, timeline: str) -> str:
 
 
 def _remux_asset(asset: Path, pts_ns: npt.NDArray[np.int64], dest: Path, *, fps: float,
-                 probes: ProbeCache, tolerance_ns: int) -> bool:
-    """Remux when the grid takes consecutive frames, at the export rate, from a keyframe on."""
+                 probes: ProbeCache, tolerance_ns: int) -> VideoProbe | None:
+    """Remux when the grid takes consecutive frames, at the export rate, from a keyframe on.
+
+    Returns:
+        The written file's frame index, or ``None`` (nothing written) when it cannot remux.
+    """
     probe = probes(asset)
     idx = np.searchsorted(probe.pts_ns, pts_ns)
     if int(idx.max()) >= probe.num_frames or not np.array_equal(probe.pts_ns[idx], pts_ns):
-        return False
+        return None
     if len(idx) > 1 and not bool(np.all(np.diff(idx) == 1)):
-        return False
+        return None
     if not bool(probe.is_keyframe[idx[0]]):
-        return False
+        return None
     if probe.has_b_frames and int(idx[-1]) != probe.num_frames - 1:
-        return False  # B-frames at the cut may reference frames after it
+        return None  # B-frames at the cut may reference frames after it
     expected = np.rint(np.arange(len(idx)) * 1e9 / fps).astype(np.int64)
     if not bool(np.all(np.abs((pts_ns - pts_ns[0]) - expected) <= tolerance_ns)):
-        return False
-    remux_frames(asset, dest, first_pts=int(probe.pts[idx[0]]), last_pts=int(probe.pts[idx[-1]]))
-    return True
+        return None
+    ticks = probe.pts
+    remux_frames(asset, dest, first_pts=int(ticks[idx[0]]), last_pts=int(ticks[idx[-1]]))
+    return dataclasses.replace(probe, pts_ns=pts_ns - pts_ns[0], is_keyframe=probe.is_keyframe[idx],
+                               has_audio=False)
 
 
 def _encode(frames: Any, dest: Path, *, fps: float, encoding: VideoEncoding) -> None:

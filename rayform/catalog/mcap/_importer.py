@@ -108,7 +108,7 @@ def _read_file(reader_mod: Any, file: Path, channels: dict[int, _Channel],
             header = reader.get_header()
             properties.setdefault("mcap_profile", str(header.profile))
             properties.setdefault("mcap_library", str(header.library))
-            for schema, channel, message in reader.iter_messages(log_time_order=True):
+            for schema, channel, message in reader.iter_messages(log_time_order=False):
                 key = offset + int(channel.id)
                 data = channels.get(key)
                 if data is None:

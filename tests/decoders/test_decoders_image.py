@@ -1,0 +1,153 @@
+"""ImageDecoder: JPEG (simplejpeg and Pillow, pixel-identical), PNG modes, windows, bad input."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from PIL import Image
+
+from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder
+from rayform.decoders import _image as image_module
+from rayform.decoders._image import decode_image
+
+REALDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata"
+STEREO = REALDATA / "opencv-stereo-calib-frames"
+
+
+def _encode(arr: np.ndarray, fmt: str, **kwargs: object) -> bytes:
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format=fmt, **kwargs)
+    return buf.getvalue()
+
+
+def _scene(h: int, w: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    yy, xx = np.mgrid[0:h, 0:w]
+    base = np.stack([xx * 255 // max(w, 1), yy * 255 // max(h, 1), (xx + yy) % 256], -1)
+    return np.clip(base + rng.normal(0, 20, base.shape), 0, 255).astype(np.uint8)
+
+
+def _column(blobs: Sequence[bytes | None]) -> pa.Array:
+    return pa.array([None if b is None else [b] for b in blobs], pa.list_(pa.binary()))
+
+
+def _decode(column: pa.Array, outputs: Sequence[Sequence[int]], *, windowed: bool
+            ) -> list[torch.Tensor | None]:
+    requests = [DecodeRequest(i, "s", i, tuple(sorted(set(o))), tuple(o))
+                for i, o in enumerate(outputs)]
+    return ImageDecoder().decode(FieldBatch(column=column, is_windowed=windowed), requests)
+
+
+@pytest.mark.parametrize(("h", "w", "subsampling"), [(224, 224, 2), (37, 53, 0), (64, 48, 1)])
+def test_simplejpeg_and_pillow_give_the_same_pixels(h: int, w: int, subsampling: int) -> None:
+    pytest.importorskip("simplejpeg")
+    for seed in range(3):
+        colour = _encode(_scene(h, w, seed), "JPEG", quality=85, subsampling=subsampling)
+        grey = _encode(_scene(h, w, seed)[..., 0], "JPEG", quality=85)
+        for blob, channels in ((colour, 3), (grey, 1)):
+            fast = decode_image(blob, use_simplejpeg=True)
+            slow = decode_image(blob, use_simplejpeg=False)
+            assert fast is not None and slow is not None
+            assert fast.shape == slow.shape == (h, w, channels)
+            assert np.array_equal(fast, slow)
+
+
+@pytest.mark.realdata
+def test_real_jpeg_frames_are_pixel_identical() -> None:
+    frames = sorted(STEREO.glob("*.jpg")) if STEREO.is_dir() else []
+    if not frames:
+        pytest.skip(f"realdata JPEG frames not found under {STEREO}")
+    pytest.importorskip("simplejpeg")
+    for path in frames:
+        blob = path.read_bytes()
+        fast, slow = decode_image(blob), decode_image(blob, use_simplejpeg=False)
+        assert fast is not None and slow is not None
+        assert np.array_equal(fast, slow), path.name
+        with Image.open(path) as img:
+            assert fast.shape[:2] == (img.height, img.width)
+
+
+def test_simplejpeg_is_used_when_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("simplejpeg")
+
+    def no_pillow(data: object) -> None:
+        raise AssertionError("JPEG went to Pillow although simplejpeg is installed")
+
+    monkeypatch.setattr(image_module, "_decode_pillow", no_pillow)
+    blob = _encode(_scene(16, 16, 0), "JPEG")
+    out = _decode(_column([blob]), [[0]], windowed=False)
+    assert out[0] is not None and out[0].shape == (3, 16, 16)
+
+
+def test_pillow_fallback_and_missing_backends(monkeypatch: pytest.MonkeyPatch) -> None:
+    blob = _encode(_scene(16, 12, 1), "JPEG")
+    expected = decode_image(blob, use_simplejpeg=False)
+    monkeypatch.setattr(image_module, "_simplejpeg", None)
+    got = _decode(_column([blob]), [[0]], windowed=False)[0]
+    assert got is not None and np.array_equal(got.permute(1, 2, 0).numpy(), expected)
+    monkeypatch.setattr(image_module, "_pil_image", None)
+    with pytest.raises(ImportError, match=r"pip install 'rayform\[image\]'"):
+        ImageDecoder()
+
+
+def test_png_modes_give_channels_like_pillow() -> None:
+    rgb = _scene(10, 6, 2)
+    rgba = np.concatenate([rgb, np.full((10, 6, 1), 128, np.uint8)], axis=-1)
+    palette = Image.fromarray(rgb).convert("P")
+    buf = io.BytesIO()
+    palette.save(buf, format="PNG")
+    blobs = [_encode(rgb, "PNG"), _encode(rgba, "PNG"), _encode(rgb[..., 1], "PNG"),
+             buf.getvalue()]
+    out = _decode(_column(blobs), [[0], [1], [2], [3]], windowed=False)
+    assert [tuple(t.shape) for t in out if t is not None] == [(3, 10, 6), (4, 10, 6),
+                                                              (1, 10, 6), (3, 10, 6)]
+    assert all(t is not None and t.dtype == torch.uint8 and t.is_contiguous() for t in out)
+    assert np.array_equal(out[0].permute(1, 2, 0).numpy(), rgb)  # type: ignore[union-attr]
+    assert np.array_equal(out[1].permute(1, 2, 0).numpy(), rgba)  # type: ignore[union-attr]
+    assert np.array_equal(out[3].permute(1, 2, 0).numpy(),  # type: ignore[union-attr]
+                          np.asarray(palette.convert("RGB")))
+
+
+def test_windows_missing_rows_and_bad_blobs() -> None:
+    shades = [_encode(np.full((4, 5, 3), v, np.uint8), "PNG") for v in (10, 20, 30)]
+    small = _encode(np.zeros((2, 2, 3), np.uint8), "PNG")
+    column = pa.array([[shades[0]], [shades[1]], [shades[2]], None, [], [b"not an image"],
+                       [small]], pa.list_(pa.binary()))
+    out = _decode(column, [[0, 1, 2], [2, 2, 0], [0, 3], [4], [5], [0, 6]], windowed=True)
+    assert out[0] is not None and out[0].shape == (3, 3, 4, 5)
+    assert out[0][:, 0, 0, 0].tolist() == [10, 20, 30]
+    assert out[1] is not None and out[1][:, 0, 0, 0].tolist() == [30, 30, 10]
+    assert out[2] is None, "a null row in the window"
+    assert out[3] is None, "an empty row"
+    assert out[4] is None, "an undecodable blob"
+    assert out[5] is None, "frames of different shapes in one window"
+    single = _decode(column, [[1], [1]], windowed=False)
+    assert single[0] is not None and single[1] is not None
+    assert single[0].data_ptr() != single[1].data_ptr(), "repeated rows do not share memory"
+
+
+@pytest.mark.parametrize("layout", ["large_binary", "list_uint8", "select"])
+def test_blob_layouts(layout: str) -> None:
+    blob = _encode(np.full((3, 4, 3), 77, np.uint8), "PNG")
+    select = None
+    if layout == "large_binary":
+        column = pa.array([[blob]], pa.list_(pa.large_binary()))
+    elif layout == "list_uint8":
+        column = pa.array([[list(blob)]], pa.list_(pa.list_(pa.uint8())))
+    else:
+        column = pa.array([[{"data": blob, "format": "png"}]],
+                          pa.list_(pa.struct([("data", pa.binary()), ("format", pa.string())])))
+
+        def select(rows: pa.Array) -> pa.Array:
+            return pa.compute.struct_field(pa.compute.list_element(rows, 0), [0])
+
+    batch = FieldBatch(column=column, select=select)
+    out = ImageDecoder().decode(batch, [DecodeRequest(0, "s", 0, (0,), (0,))])
+    assert out[0] is not None and out[0].shape == (3, 3, 4)
+    assert int(out[0].max()) == 77
