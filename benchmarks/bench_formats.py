@@ -175,7 +175,7 @@ def write_lerobot(root: Path) -> list[Path]:
     rng = np.random.default_rng(1)
     (root / "meta").mkdir(parents=True)
     videos = []
-    yy, xx = np.mgrid[0:96, 0:128]
+    yy, xx = np.mgrid[0:240, 0:320]
     for ep in range(EPISODES):
         n = FRAMES
         table = pa.table({
@@ -200,7 +200,7 @@ def write_lerobot(root: Path) -> list[Path]:
     features = {
         "observation.state": {"dtype": "float32", "shape": [7], "names": None},
         "action": {"dtype": "float32", "shape": [7], "names": None},
-        "observation.images.cam": {"dtype": "video", "shape": [96, 128, 3], "names": None},
+        "observation.images.cam": {"dtype": "video", "shape": [240, 320, 3], "names": None},
         **{k: {"dtype": d, "shape": [1], "names": None} for k, d in (
             ("timestamp", "float32"), ("frame_index", "int64"), ("episode_index", "int64"),
             ("index", "int64"), ("task_index", "int64"))},

@@ -179,7 +179,7 @@ def bare_random_access(streams: list[list[bytes]], flags: list[npt.NDArray[np.bo
 
 # ----------------------------------------------------------------------------------- loaders
 def video_fields() -> dict[str, Field]:
-    return {"cam_h264": Field(VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT))}  # type: ignore[arg-type]
+    return {"cam_h264": Field(VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT))}
 
 
 def standard_fields() -> dict[str, Field]:

@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rayform._defaults import default_catalog_url
 from rayform._text_table import format_table
 from rayform.errors import RayformError
+
+if TYPE_CHECKING:
+    from rayform.catalog import TimeRange
 
 
 def _catalog(args: argparse.Namespace) -> object:
@@ -166,6 +170,52 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_slices(args: argparse.Namespace) -> int:
+    import json
+
+    import pyarrow as pa
+
+    from rayform.client import Client
+
+    client = Client(args.catalog)
+    if args.slices_command == "create":
+        time_range = None
+        if args.time_range:
+            timeline, start, end = args.time_range
+            time_range = (timeline, int(start), int(end))
+        created = client.slices.create(args.dataset, segments=args.segment or None,
+                                       where=args.where, params=_parse_params(args.param) or None,
+                                       time_range=_time_range(time_range), name=args.name)
+        print(created.id)
+        print(created.describe(), file=sys.stderr)
+    elif args.slices_command == "list":
+        rows = [{"id": s.id, "name": s.name or "", "dataset": s.to_dict().get("dataset"),
+                 "segments": len(s.to_dict().get("segments", []))} for s in client.slices.list()]
+        print(format_table(pa.Table.from_pylist(rows) if rows else pa.table({"id": []})))
+    else:
+        found = client.slices.get(args.slice_id)
+        print(json.dumps(found.to_dict(), indent=2) if args.json else found.describe())
+    return 0
+
+
+def _time_range(value: tuple[str, int, int] | None) -> TimeRange | None:
+    if value is None:
+        return None
+    from rayform.catalog import TimeRange
+
+    timeline, start, end = value
+    return TimeRange(timeline=timeline, start=start, end=end)
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from rayform.catalog import pull_slice
+    from rayform.client import Client
+
+    result = pull_slice(Client(args.catalog), args.slice_id, progress=True)
+    print(result.summary())
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rayform.catalog._query import run_query
     from rayform.demo import SUMMARY_SQL, DemoSpec, build_demo
@@ -244,6 +294,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeline", default=None)
     _ray_option(p)
     p.set_defaults(func=cmd_export)
+
+    p = sub.add_parser("slices", help="saved, immutable selections of a dataset")
+    slices = p.add_subparsers(dest="slices_command", required=True)
+    q = slices.add_parser("create", help="pin a selection to its segment versions; prints its id")
+    q.add_argument("dataset")
+    q.add_argument("--segment", action="append", default=[], help="a segment id (repeatable)")
+    q.add_argument("--where", default=None,
+                   help='a SQL predicate over the segment table, e.g. \'"property:success"\'')
+    q.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
+                   help="a $NAME parameter of --where (repeatable)")
+    q.add_argument("--time-range", nargs=3, metavar=("TIMELINE", "START", "END"), default=None,
+                   help="keep [START, END] on TIMELINE (integers; ns on temporal timelines)")
+    q.add_argument("--name", default=None)
+    q = slices.add_parser("list", help="list slices")
+    q = slices.add_parser("show", help="describe one slice")
+    q.add_argument("slice_id")
+    q.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_slices)
+
+    p = sub.add_parser("pull", help="prefetch a slice into the local cache (for offline training)")
+    p.add_argument("slice_id")
+    p.set_defaults(func=cmd_pull)
 
     p = sub.add_parser("demo", help="write the demo catalog and print a SQL summary")
     p.add_argument("--episodes", type=int, default=4)

@@ -480,8 +480,16 @@ class DatasetEntry(DatasetView):
             return [store_layer(store, inspected[0])]
         # Hashing is the bottleneck of storing; files hash in parallel (hashlib frees the GIL).
         workers = min(len(inspected), STORE_THREADS)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rayform-store") as pool:
-            return list(pool.map(lambda prep: store_layer(store, prep), inspected))
+        total = sum(prep.layer.size_bytes for prep in inspected)
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rayform-store") as pool, \
+                tqdm(total=total, desc=f"store {self._name}", unit="B", unit_scale=True,
+                     disable=not show) as bar:
+            def store_one(prep: PreparedLayer) -> PreparedLayer:
+                stored = store_layer(store, prep)
+                bar.update(prep.layer.size_bytes)
+                return stored
+
+            return list(pool.map(store_one, inspected))
 
     def _newest(self) -> DatasetSnapshot | None:
         """The newest committed snapshot (not necessarily the one this entry shows)."""

@@ -174,11 +174,7 @@ class RecordingWriter:
             self._assets[digest] = (data, AssetInfo(media_type=media_type, size_bytes=len(data)))
             return digest
         src = Path(data)
-        h = hashlib.sha256()
-        with src.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = h.hexdigest()
+        digest = _file_digest(src)
         self._assets[digest] = (src, AssetInfo(media_type=media_type, size_bytes=src.stat().st_size))
         return digest
 
@@ -374,7 +370,7 @@ class RecordingWriter:
                 if isinstance(src, bytes):
                     dest.write_bytes(src)
                 else:
-                    shutil.copyfile(src, dest)
+                    _link_or_copy(src, dest)
         os.replace(tmp, self._path)
         self._closed = True
         return self._path
@@ -390,6 +386,35 @@ class RecordingWriter:
                  tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
+
+
+# Digests of asset files already hashed in this process, keyed by the file's identity: a LeRobot
+# v3.0 video holding many episodes is attached to each episode's recording and hashed once.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _file_digest(src: Path) -> str:
+    st = src.stat()
+    key = (str(src.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with src.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+        if len(_DIGESTS) >= 4096:
+            _DIGESTS.clear()
+        _DIGESTS[key] = digest
+    return digest
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """Hard-link an asset next to its recording (no copy of a large video); copy across devices."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
 
 
 def asset_dir_for(recording_path: Path) -> Path:

@@ -34,10 +34,11 @@ import torch
 from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._config import EdgeMode, Field
 from rayform.dataloader._decode_pool import ThreadPool
+from rayform.dataloader._gather import dense_column, gather_arrow
+from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, RequestArrays
-from rayform.decoders._arrow import flatten_rows
 from rayform.errors import ConfigError
 
 META_KEY = "meta"
@@ -134,7 +135,7 @@ class SamplePipeline:
         self._check_keys()
         self._pool = ThreadPool(decode_threads, name="rayform-decode", helpers=True)
         self._columns = SegmentColumns(view, index)
-        self._keyframes: dict[tuple[str, str], npt.NDArray[np.int64]] = {}
+        self._keyframe_index = KeyframeIndex(self._columns)
 
     def _check_keys(self) -> None:
         keys = {p.key for p in self._plans}
@@ -159,7 +160,7 @@ class SamplePipeline:
         for name, value in state.items():
             setattr(self, name, value)
         self._columns = SegmentColumns(self._view, self._index)
-        self._keyframes = {}
+        self._keyframe_index = KeyframeIndex(self._columns)
 
     # ---------------------------------------------------------------------------- access
     @property
@@ -277,11 +278,11 @@ class SamplePipeline:
         out_rows = rows_all[keep]
         if gather and len(keep):
             if dense and dense_type is not None:
-                column = _dense_column(dense, dense_type, keep, n, width)
+                column = dense_column(dense, dense_type, keep, n, width)
                 out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
             else:
-                column, all_rows, dec_all_start, dec_all_stop = self._gather_arrow(
-                    plan, runs, cols, rows_all, ok, starts_all, stops_all)
+                column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
+                    plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
                 out_rows = all_rows[keep]
                 dec_start = None if dec_all_start is None else dec_all_start[keep]
                 dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
@@ -316,87 +317,13 @@ class SamplePipeline:
             if col is None:
                 continue
             rows = col.latest_at(positions[a:b].reshape(-1)).reshape(b - a, width)
-            starts, stops, kf_ok = self._keyframe_ranges(segment_id, keyframe_path, col.index,
+            starts, stops, kf_ok = self._keyframe_index.decode_ranges(segment_id, keyframe_path, col.index,
                                                          positions[a:b], rows)
             rows_all[a:b] = rows
             ok[a:b] = (rows.min(axis=1) >= 0) & kf_ok
             starts_all[a:b] = starts
             stops_all[a:b] = stops
         return starts_all, stops_all, ok
-
-    @staticmethod
-    def _gather_arrow(plan: FieldPlan, runs: list[tuple[str, int, int]],
-                      cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
-                      ok: npt.NDArray[np.bool_], starts_all: npt.NDArray[np.int64] | None,
-                      stops_all: npt.NDArray[np.int64] | None
-                      ) -> tuple[pa.Array, npt.NDArray[np.int64], npt.NDArray[np.int64] | None,
-                                 npt.NDArray[np.int64] | None]:
-        """Rows each segment needs, as Arrow slices (dense) or takes, concatenated."""
-        out_rows = np.zeros_like(rows_all)
-        dec_start = None if starts_all is None else np.zeros_like(starts_all)
-        dec_stop = None if stops_all is None else np.zeros_like(stops_all)
-        parts: list[pa.Array] = []
-        offset = 0
-        for (_, a, b), col in zip(runs, cols, strict=True):
-            run_ok = ok[a:b]
-            if col is None or not run_ok.any():
-                continue
-            rows = rows_all[a:b]
-            if starts_all is not None and stops_all is not None:
-                need = _covered_rows(starts_all[a:b][run_ok], stops_all[a:b][run_ok])
-            else:
-                need = np.unique(rows[run_ok])
-            part, base, contiguous = _take(col.values, need)
-            parts.append(part)
-            if contiguous:
-                out_rows[a:b] = rows - base + offset
-            else:
-                out_rows[a:b] = np.searchsorted(need, rows) + offset
-            if starts_all is not None and stops_all is not None and dec_start is not None \
-                    and dec_stop is not None:
-                if contiguous:
-                    dec_start[a:b] = starts_all[a:b] - base + offset
-                    dec_stop[a:b] = stops_all[a:b] - base + offset
-                else:
-                    dec_start[a:b] = np.searchsorted(need, starts_all[a:b]) + offset
-                    dec_stop[a:b] = np.searchsorted(need, stops_all[a:b] - 1) + 1 + offset
-            offset += len(part)
-        column = parts[0] if len(parts) == 1 else (
-            pa.concat_arrays(parts) if parts else pa.array([], type=plan.column_type))
-        return column, out_rows, dec_start, dec_stop
-
-    def _keyframe_ranges(self, segment_id: str, keyframe_path: str,
-                         row_index: npt.NDArray[np.int64], positions: npt.NDArray[np.int64],
-                         rows: npt.NDArray[np.int64]
-                         ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64],
-                                    npt.NDArray[np.bool_]]:
-        keyframes = self._keyframe_values(segment_id, keyframe_path)
-        if not len(keyframes):
-            zeros = np.zeros(len(positions), dtype=np.int64)
-            return zeros, zeros, np.zeros(len(positions), dtype=np.bool_)
-        earliest = positions.min(axis=1)
-        k = np.searchsorted(keyframes, earliest, side="right") - 1
-        value = keyframes[np.maximum(k, 0)]
-        start = np.searchsorted(row_index, value, side="left").astype(np.int64)
-        inside = start < len(row_index)
-        exact = np.zeros(len(start), dtype=np.bool_)
-        exact[inside] = row_index[start[inside]] == value[inside]
-        stop = rows.max(axis=1) + 1
-        ok = (k >= 0) & exact & (stop > start) & np.all(rows >= start[:, None], axis=1)
-        return start, stop, ok
-
-    def _keyframe_values(self, segment_id: str, keyframe_path: str) -> npt.NDArray[np.int64]:
-        key = (segment_id, keyframe_path)
-        cached = self._keyframes.get(key)
-        if cached is not None:
-            return cached
-        col = self._columns.get(segment_id, keyframe_path)
-        if col is None or col.is_static:
-            values = np.zeros(0, dtype=np.int64)
-        else:
-            values = col.index[_first_flags(col.values)]
-        self._keyframes[key] = values
-        return values
 
     def decode(self, block: ResolvedBlock) -> list[Sample]:
         """Decode a resolved block into sample dicts (input order).
@@ -461,51 +388,3 @@ def _scatter(samples: list[Sample], key: str, requests: RequestArrays, results: 
              ) -> None:
     for position, value in zip(requests.sample_positions.tolist(), results, strict=True):
         samples[position][key] = value
-
-
-def _dense_column(parts: list[npt.NDArray[Any]], list_type: pa.DataType,
-                  keep: npt.NDArray[np.int64], n: int, width: int) -> pa.Array:
-    """A ``List`` column of ``list_type`` from ``[rows, D]`` numpy parts (``n * width`` rows),
-    keeping the rows of the samples in ``keep``."""
-    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    if len(keep) < n:
-        values = values.reshape(n, width, -1)[keep].reshape(len(keep) * width, -1)
-    values = np.ascontiguousarray(values)
-    count, width = values.shape
-    offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
-    # Built from buffers: pyarrow's pa.array(ndarray) costs ~0.5 ms per call (pandas checks).
-    child = pa.Array.from_buffers(list_type.value_type, count * width,
-                                  [None, pa.py_buffer(values)])
-    return pa.ListArray.from_buffers(list_type, count, [None, pa.py_buffer(offsets)],
-                                     children=[child])
-
-
-def _take(values: pa.Array, need: npt.NDArray[np.int64]) -> tuple[pa.Array, int, bool]:
-    """Rows ``need`` (sorted, unique) of ``values``: a zero-copy slice when they are dense."""
-    lo, hi = int(need[0]), int(need[-1]) + 1
-    if hi - lo <= 2 * len(need):
-        return values.slice(lo, hi - lo), lo, True
-    return values.take(pa.array(need, type=pa.int64())), 0, False
-
-
-def _covered_rows(starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]
-                  ) -> npt.NDArray[np.int64]:
-    """The sorted union of the row ranges ``[starts[i], stops[i])``."""
-    lo, hi = int(starts.min()), int(stops.max())
-    marks = np.zeros(hi - lo + 1, dtype=np.int64)
-    np.add.at(marks, starts - lo, 1)
-    np.add.at(marks, stops - lo, -1)
-    return np.flatnonzero(np.cumsum(marks)[:-1] > 0).astype(np.int64) + lo
-
-
-def _first_flags(values: pa.Array) -> npt.NDArray[np.bool_]:
-    """The first element of each ``List<Bool>`` row (``False`` for empty or null rows)."""
-    flat = flatten_rows(values)
-    if flat is not None:
-        data, offsets = flat
-        nonempty = offsets[1:] > offsets[:-1]
-        out = np.zeros(len(values), dtype=np.bool_)
-        out[nonempty] = np.asarray(data, dtype=np.bool_)[offsets[:-1][nonempty]]
-        return out
-    return np.array([bool(row[0]) if row else False for row in values.to_pylist()],
-                    dtype=np.bool_)

@@ -15,16 +15,12 @@ timestamp names.
 
 from __future__ import annotations
 
+import os
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, Final, Literal
-
-import numpy as np
-import numpy.typing as npt
-import pyarrow as pa
 
 from rayform.catalog._columns import (
     VIDEO_ASSET,
@@ -34,21 +30,17 @@ from rayform.catalog._columns import (
     sibling_column,
 )
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
-from rayform.decoders._video_asset import AssetPackets, load_asset_packets
-from rayform.decoders._video_bitstream import detect_gop_start
-from rayform.decoders._video_codec import UnknownCodecError, open_decoder, require_av
+from rayform.decoders._video_asset import AssetCache, AssetPackets
+from rayform.decoders._video_codec import UnknownCodecError, require_av
 from rayform.decoders._video_frames import (
     PacketColumn,
-    frame_to_rgb,
-    frame_to_yuv,
+    first_timestamps,
     is_packet_column,
     is_timestamp_column,
 )
 from rayform.decoders._video_output import Captured, CopyOutputs, ViewOutputs
 from rayform.decoders._video_plan import (
-    AssetRun,
     FrameKey,
-    PacketRun,
     Run,
     Unresolved,
     plan_asset_runs,
@@ -56,8 +48,8 @@ from rayform.decoders._video_plan import (
     schedule_runs,
 )
 from rayform.decoders._video_pool import RunPool
-from rayform.decoders._video_session import DecoderSession, SessionCache
-from rayform.errors import ColumnNotFoundError, ConfigError, FormatError
+from rayform.decoders._video_runs import RunDecoder, RunFailedError
+from rayform.errors import ConfigError, FormatError
 
 WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
@@ -65,14 +57,6 @@ OutputFormat = Literal["rgb", "yuv420p"]
 _KEYFRAME_COMPONENT: Final = "is_keyframe"
 # Video files kept indexed (packet table + memory map) per decoder, beyond the open sessions.
 _MIN_ASSET_CACHE: Final = 16
-
-
-class _RunFailedError(Exception):
-    """A run produced no (or not all) frames; ``kind`` picks the warning."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
 
 
 class VideoFrameDecoder(ColumnDecoder):
@@ -88,13 +72,16 @@ class VideoFrameDecoder(ColumnDecoder):
     of pictures is decoded once, forward from its keyframe, capturing every frame any sample
     wants (only those are colour-converted). Up to ``max_decoder_sessions`` decoders stay open
     between blocks, so reads that move forward (sequential or block-shuffled sampling) continue
-    where the last block stopped instead of decoding again from the keyframe.
+    where the last block stopped instead of decoding again from the keyframe. A block's
+    independent runs are shared out between ``decode_threads`` threads (FFmpeg runs without the
+    GIL).
 
-    Memory is bounded by ``max_decoder_sessions`` open decoders, each holding its codec's
-    reference frames (H.264: at most 16, typically 1–4 frames of ``1.5 × H × W`` bytes for
-    yuv420p) plus its last frame; up to ``max(16, max_decoder_sessions)`` video files stay
-    memory-mapped with a packet table of 40 bytes per frame. Within a call, only the wanted
-    frames are kept, converted.
+    Memory is bounded: at most ``max_decoder_sessions + decode_threads`` decoders exist at once,
+    each holding its codec's reference frames (H.264: at most 16, typically 1–4 frames of
+    ``1.5 × H × W`` bytes in yuv420p) plus its last frame; up to ``max(16,
+    max_decoder_sessions)`` video files stay memory-mapped (pages the OS may drop) with a packet
+    table of 48 bytes per frame. Within a call only the wanted frames are kept, converted: the
+    outputs themselves.
 
     A sample whose frames cannot be decoded (no keyframe before it, a corrupt packet, an unknown
     codec, a timestamp the file does not have) gets ``None``, with one ``RuntimeWarning`` per
@@ -160,9 +147,11 @@ class VideoFrameDecoder(ColumnDecoder):
         self._init_state()
 
     def _init_state(self) -> None:
-        self._sessions = SessionCache(self.max_decoder_sessions)
-        self._assets: OrderedDict[str, AssetPackets] = OrderedDict()
-        self._asset_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._runs = RunDecoder(codec=self.codec, thread_count=self.thread_count,
+                                output_format=self.output_format,
+                                max_sessions=self.max_decoder_sessions)
+        self._assets = AssetCache(max(_MIN_ASSET_CACHE, self.max_decoder_sessions))
         self._warned: set[str] = set()
         self._stats_lock = threading.Lock()
         self._resumed = 0
@@ -246,6 +235,8 @@ class VideoFrameDecoder(ColumnDecoder):
         """
         if not requests:
             return []
+        if self._pid != os.getpid():  # a forked worker: the parent's decoders are not ours
+            self._init_state()
         column = batch.column
         if batch.select is not None:
             column = batch.take_rows(range(len(column)))
@@ -256,10 +247,9 @@ class VideoFrameDecoder(ColumnDecoder):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
             self._run_all(schedule_runs(packet_runs, parts=self._pool.threads),
-                          partial(self._decode_packet_run, packets=packets, captured=captured),
+                          partial(self._runs.packet_run, packets=packets, captured=captured),
                           failures)
         elif is_timestamp_column(column.type):
-            timestamps = _flat_timestamps(column)
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
 
             def asset_of(segment_id: str) -> tuple[str, AssetPackets] | None:
@@ -267,9 +257,9 @@ class VideoFrameDecoder(ColumnDecoder):
                     assets[segment_id] = self._asset_of(batch, segment_id, failures)
                 return assets[segment_id]
 
-            asset_runs, keys = plan_asset_runs(requests, timestamps, asset_of)
+            asset_runs, keys = plan_asset_runs(requests, first_timestamps(column), asset_of)
             self._run_all(schedule_runs(asset_runs, parts=self._pool.threads),
-                          partial(self._decode_asset_run, captured=captured), failures)
+                          partial(self._runs.asset_run, captured=captured), failures)
         else:
             raise ConfigError(
                 f"VideoFrameDecoder reads '...:VideoStream:sample' (List<Binary>) or "
@@ -306,7 +296,7 @@ class VideoFrameDecoder(ColumnDecoder):
         av = require_av()
         try:
             return run()
-        except _RunFailedError as failure:
+        except RunFailedError as failure:
             failures.append((failure.kind, f"segment {segment_id!r}: {failure}"))
         except UnknownCodecError as err:
             failures.append(("codec", str(err)))
@@ -325,195 +315,19 @@ class VideoFrameDecoder(ColumnDecoder):
             stacklevel=3,
         )
 
-    def _convert(self, frame: Any, session: DecoderSession) -> Captured:
-        if session.reformatter is None:
-            from av.video.reformatter import VideoReformatter
-
-            session.reformatter = VideoReformatter()
-        if self.output_format == "rgb":
-            return frame_to_rgb(frame, session.reformatter)
-        return frame_to_yuv(frame, session.reformatter)
-
-    # ------------------------------------------------------------------------ packet streams
-    def _decode_packet_run(self, run: PacketRun, *, packets: PacketColumn,
-                           captured: dict[FrameKey, Captured]) -> bool:
-        av = require_av()
-        anchor = packets.packet(run.start)
-        key = (run.segment_id, len(anchor), hash(anchor))
-        session = self._sessions.checkout(key)
-        if session is not None and not self._can_resume_packets(session, run, packets, anchor):
-            session = None
-        if session is None:
-            is_start = detect_gop_start(anchor, self.codec)
-            if is_start is False or (is_start is None and not run.trusted):
-                raise _RunFailedError(
-                    "keyframe",
-                    f"row {run.start} does not start a group of pictures ({self.codec} "
-                    "keyframe with its parameter sets); is_keyframe disagrees with the stream",
-                )
-            resumed = False
-            session = DecoderSession(key=key, anchor=anchor, context=open_decoder(
-                self.codec, thread_count=self.thread_count))
-        else:
-            resumed = True
-        context = session.context
-        pending = {session.pts_base + row - run.start: row for row in run.wanted_rows}
-        key_offsets = {row - run.start for row in run.keyframe_rows}
-
-        def take(frame: Any) -> None:
-            pts = frame.pts
-            if pts is None:
-                return
-            session.last_pts = pts
-            session.last_frame = frame
-            if frame.key_frame:
-                key_offsets.add(pts - session.pts_base)
-            row = pending.pop(pts, None)
-            if row is not None:
-                captured[row] = self._convert(frame, session)
-
-        if session.last_pts is not None and session.last_pts in pending:
-            take(session.last_frame)
-        first = run.start + session.next_position
-        for row in range(first, run.end + 1):
-            if not pending:
-                break
-            if not packets.nonempty[row]:
-                continue
-            data = packets.packet(row)
-            packet = av.Packet(data)
-            packet.pts = packet.dts = session.pts_base + row - run.start
-            session.next_position = row - run.start + 1
-            session.last_fed = data
-            for frame in context.decode(packet):
-                take(frame)
-        if pending:  # a decoder with delay: drain it (the session cannot continue after that)
-            for frame in context.decode(None):
-                take(frame)
-            if pending:
-                raise _RunFailedError("decode", f"rows {sorted(pending.values())} decoded to no frame")
-            return resumed
-        self._rekey_packet_session(session, run, packets, key_offsets)
-        self._sessions.checkin(session)
-        return resumed
-
-    def _can_resume_packets(self, session: DecoderSession, run: PacketRun,
-                            packets: PacketColumn, anchor: bytes) -> bool:
-        """The session fed this run's packets from its keyframe and has not passed its frames.
-
-        Rows of one segment are immutable, so matching the keyframe and the last packet fed
-        identifies the stretch of stream already decoded.
-        """
-        if session.anchor != anchor or session.next_position == 0:
-            return False
-        last_row = run.start + session.next_position - 1
-        if last_row > run.end or packets.packet(last_row) != session.last_fed:
-            return False
-        first_pts = session.pts_base + min(run.wanted_rows) - run.start
-        return session.last_pts is not None and first_pts >= session.last_pts
-
-    def _rekey_packet_session(self, session: DecoderSession, run: PacketRun,
-                              packets: PacketColumn, key_offsets: set[int]) -> None:
-        """Key the session by the latest keyframe it passed, where the next run will start."""
-        fed = session.next_position
-        later = [k for k in key_offsets if 0 < k < fed and packets.nonempty[run.start + k]]
-        if not later:
-            return
-        offset = max(later)
-        anchor = packets.packet(run.start + offset)
-        session.key = (run.segment_id, len(anchor), hash(anchor))
-        session.anchor = anchor
-        session.pts_base += offset
-        session.next_position -= offset
-
-    # -------------------------------------------------------------------------- video assets
     def _asset_of(self, batch: FieldBatch, segment_id: str,
                   failures: list[tuple[str, str]]) -> tuple[str, AssetPackets] | None:
+        """The segment's video file, or ``None`` (with a failure noted) if it cannot be read."""
         if batch.open_segment is None:
             raise ConfigError(
                 "VideoFrameDecoder needs FieldBatch.open_segment to read video assets "
                 f"(segment {segment_id!r})"
             )
-        segment = batch.open_segment(segment_id)
-        if batch.path is not None:
-            asset_column = column_name(entity_of(batch.path), VIDEO_ASSET)
-        else:
-            asset_column = _only_asset_column(segment)
         try:
-            rows = segment.column(asset_column, "")
-        except ColumnNotFoundError as err:
-            raise ConfigError(
-                f"segment {segment_id!r} has no {asset_column!r}: a video asset field needs the "
-                "file logged with RecordingWriter.log_video_asset"
-            ) from err
-        values = rows.values.flatten() if len(rows.values) else rows.values
-        if len(values) == 0:
-            raise ConfigError(f"segment {segment_id!r}: {asset_column!r} is empty")
-        digest = str(values[len(values) - 1].as_py())
-        try:
-            path = str(segment.asset_path(digest))
-            with self._asset_lock:
-                packets = self._assets.pop(path, None)
-                if packets is None:
-                    packets = load_asset_packets(path)
-                self._assets[path] = packets
+            return self._assets.lookup(batch.open_segment(segment_id), batch.path)
         except (FormatError, OSError, LookupError) as err:
-            failures.append(("asset", f"segment {segment_id!r}: video asset {digest[:12]}: {err}"))
+            failures.append(("asset", f"segment {segment_id!r}: video asset: {err}"))
             return None
-        with self._asset_lock:
-            while len(self._assets) > max(_MIN_ASSET_CACHE, self.max_decoder_sessions):
-                self._assets.popitem(last=False)  # unmapped when its last run finishes
-        return digest, packets
-
-    def _decode_asset_run(self, run: AssetRun, *, captured: dict[FrameKey, Captured]) -> bool:
-        av = require_av()
-        packets = run.packets
-        pending = {int(packets.presentation_pts[p]): p for p in run.wanted}
-        key = ("asset", run.asset_key)
-        session = self._sessions.checkout(key)
-        first_pts = min(pending)
-        resumable = (session is not None and session.last_pts is not None
-                     and run.start <= session.next_position and first_pts >= session.last_pts)
-        if session is None:
-            session = DecoderSession(key=key, context=open_decoder(
-                packets.codec, thread_count=self.thread_count, extradata=packets.extradata))
-        if not resumable:
-            session.context.flush_buffers()
-            session.next_position = run.start
-            session.last_pts = None
-            session.last_frame = None
-        context = session.context
-
-        def take(frame: Any) -> None:
-            if frame.pts is None:
-                return
-            session.last_pts = frame.pts
-            session.last_frame = frame
-            index = pending.pop(frame.pts, None)
-            if index is not None:
-                captured[(run.asset_key, index)] = self._convert(frame, session)
-
-        if session.last_pts is not None and session.last_pts in pending:
-            take(session.last_frame)
-        position = session.next_position
-        while pending and position < len(packets):
-            packet = av.Packet(packets.packet_bytes(position))
-            packet.pts = int(packets.pts[position])
-            packet.dts = int(packets.dts[position])
-            position += 1
-            session.next_position = position
-            for frame in context.decode(packet):
-                take(frame)
-        if pending:  # end of file: drain the decoder's delayed frames
-            for frame in context.decode(None):
-                take(frame)
-            if pending:
-                raise _RunFailedError(
-                    "decode", f"{packets.path.name}: frames {sorted(pending.values())} were not "
-                    "produced by the decoder")
-            return resumable
-        self._sessions.checkin(session)
-        return resumable
 
     # ------------------------------------------------------------------------------- output
     def _assemble(self, requests: Sequence[DecodeRequest],
@@ -542,25 +356,3 @@ class VideoFrameDecoder(ColumnDecoder):
         return results
 
 
-def _only_asset_column(segment: Any) -> str:
-    candidates = [column_name(entity, VIDEO_ASSET) for entity in segment.record.entities
-                  if segment.has_column(column_name(entity, VIDEO_ASSET))]
-    if len(candidates) != 1:
-        raise ConfigError(
-            f"segment {segment.segment_id!r} has {len(candidates)} video assets "
-            f"({candidates}); the dataloader must pass FieldBatch.path to pick one"
-        )
-    return candidates[0]
-
-
-def _flat_timestamps(column: Any) -> npt.NDArray[np.int64]:
-    """The first value of each row as int64 (ns); rows without one read as a very early time."""
-    out = np.full(len(column), np.iinfo(np.int64).min // 2, dtype=np.int64)
-    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
-    values = column.values
-    if not pa.types.is_int64(values.type):
-        values = values.view(pa.int64()) if values.type.bit_width == 64 else values.cast(pa.int64())
-    flat = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-    valid = column.is_valid().to_numpy(zero_copy_only=False) & (offsets[1:] > offsets[:-1])
-    out[valid] = flat[offsets[:-1][valid]]
-    return out

@@ -35,6 +35,19 @@ def is_timestamp_column(column_type: pa.DataType) -> bool:
                 or pa.types.is_duration(inner))
 
 
+def first_timestamps(column: pa.Array) -> npt.NDArray[np.int64]:
+    """The first value of each row as int64 (ns); rows without one read as a very early time."""
+    out = np.full(len(column), np.iinfo(np.int64).min // 2, dtype=np.int64)
+    offsets = column.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+    values = column.values
+    if not pa.types.is_int64(values.type):
+        values = values.view(pa.int64()) if values.type.bit_width == 64 else values.cast(pa.int64())
+    flat = values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    valid = column.is_valid().to_numpy(zero_copy_only=False) & (offsets[1:] > offsets[:-1])
+    out[valid] = flat[offsets[:-1][valid]]
+    return out
+
+
 class PacketColumn:
     """Random access to the packet bytes of a ``VideoStream:sample`` column's rows.
 

@@ -331,7 +331,7 @@ def test_damaged_metadata_names_the_file(robots: DatasetEntry, root: Path,
 
 def _index_object(root: Path) -> Path:
     header = json.loads(_versions(root, "robots")[-1].read_bytes())
-    digest = header["segment_index"]
+    digest = str(header["segment_index"])
     return root / "objects" / digest[:2] / digest
 
 

@@ -217,3 +217,19 @@ def test_intel_h264_with_an_audio_stream(tmp_path: Path) -> None:
     assert info.frame_timestamps_ns[1] == 80_000_000  # 12.5 fps
     reader = AssetReader(asset_dataset(tmp_path, {"ep": video}), "ep")
     check_orders(reader, reference_file_frames(video), seed=4, block=50)
+
+
+def test_an_unreadable_asset_gives_none_with_one_warning(tmp_path: Path) -> None:
+    video = write_video_mp4(tmp_path / "a.mp4", synthetic_frames(10), codec="h264", gop=5)
+    dataset = asset_dataset(tmp_path, {"ep": video})
+    reader = AssetReader(dataset, "ep")
+    segment = dataset.open_segment("ep")
+    digest = segment.column("/cam:AssetVideo:asset", "").values.flatten()[0].as_py()
+    stored = segment.asset_path(digest)
+    stored.chmod(0o644)
+    stored.write_bytes(b"this is no longer an mp4" * 8)  # damaged in storage
+    decoder = VideoFrameDecoder()
+    with pytest.warns(RuntimeWarning, match="video asset") as record:
+        out = decoder.decode(reader.batch(), [reader.request(0, [1]), reader.request(1, [7])])
+    assert out == [None, None]
+    assert len(record) == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pickle
 from functools import cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -342,3 +343,24 @@ def test_a_column_of_another_type_is_a_config_error() -> None:
 
 def test_empty_request_list() -> None:
     assert VideoFrameDecoder().decode(packet_batch([b"x"]), []) == []
+
+
+def _decode_in_child(decoder: VideoFrameDecoder, queue: Any) -> None:
+    out = decode_targets(decoder, "h264", 8, [6])
+    queue.put((decoder.session_hits, decoder.session_misses, hwc(out[0]).copy()))
+
+
+def test_a_forked_process_starts_with_its_own_sessions() -> None:
+    import multiprocessing
+
+    _, _, reference = stream("h264", 8)
+    decoder = VideoFrameDecoder(decode_threads=2)
+    decode_targets(decoder, "h264", 8, [1, 2, 3, 20, 40])  # sessions and a thread pool exist
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_decode_in_child, args=(decoder, queue))
+    child.start()
+    hits, misses, frame = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert (hits, misses) == (0, 1)  # the parent's session for GOP 0 was not reused
+    np.testing.assert_array_equal(frame, reference[6])

@@ -116,3 +116,26 @@ def test_stats_and_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     rrd = tmp_path / "e0.rrd"
     assert main(["--catalog", cat, "export", "rrd", "robots", str(rrd), "--segment", "e0"]) == 0
     assert rrd.is_file() and rrd.stat().st_size > 0
+
+
+def test_slices_and_pull(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cat = str(tmp_path / "cat")
+    main(["--catalog", cat, "init"])
+    recs = [str(_recording(tmp_path / f"e{i}.rfr", f"e{i}", success=i == 1)) for i in range(3)]
+    main(["--catalog", cat, "register", "robots", *recs, "--create"])
+    capsys.readouterr()
+
+    assert main(["--catalog", cat, "slices", "create", "robots", "--where",
+                 '"property:success" = $ok', "--param", "ok=true", "--name", "good"]) == 0
+    slice_id = capsys.readouterr().out.strip()
+    assert slice_id.startswith("slc_")
+    assert main(["--catalog", cat, "slices", "list"]) == 0
+    listing = capsys.readouterr().out
+    assert slice_id in listing and "good" in listing
+    assert main(["--catalog", cat, "slices", "show", slice_id]) == 0
+    shown = capsys.readouterr().out
+    assert "e1" in shown and "e0" not in shown
+    assert main(["--catalog", cat, "pull", slice_id]) == 0
+    assert slice_id in capsys.readouterr().out
+    assert main(["--catalog", cat, "slices", "show", "slc_00000000"]) == 1
+    assert "slc_00000000" in capsys.readouterr().err

@@ -192,3 +192,75 @@ def rclone_s3_server(root: Path) -> Iterator[S3Server]:
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
+
+
+class DroppingProxy:
+    """A TCP proxy on loopback that cuts the next ``drop_next`` object downloads mid-body.
+
+    A connection that sends a ``GET`` of a path with ``/objects/`` while ``drop_next > 0`` gets
+    the first ``cut_after`` bytes of the response, then both sides are closed.
+    """
+
+    def __init__(self, upstream_port: int, *, cut_after: int = 4096) -> None:
+        self.upstream_port = upstream_port
+        self.cut_after = cut_after
+        self.drop_next = 0
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._server = socket.socket()
+        self._server.bind(("127.0.0.1", 0))
+        self._server.listen(64)
+        self.port = int(self._server.getsockname()[1])
+        self._closing = False
+        self._thread = threading.Thread(target=self._accept, daemon=True)
+        self._thread.start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        while not self._closing:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            state = {"cut": False}
+            threading.Thread(target=self._up, args=(client, upstream, state), daemon=True).start()
+            threading.Thread(target=self._down, args=(upstream, client, state),
+                             daemon=True).start()
+
+    def _up(self, client: socket.socket, upstream: socket.socket, state: dict[str, bool]) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if data.startswith(b"GET ") and b"/objects/" in data.split(b"\r\n", 1)[0]:
+                    with self._lock:
+                        if self.drop_next > 0:
+                            self.drop_next -= 1
+                            self.dropped += 1
+                            state["cut"] = True
+                upstream.sendall(data)
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_WR)
+
+    def _down(self, upstream: socket.socket, client: socket.socket,
+              state: dict[str, bool]) -> None:
+        sent = 0
+        with contextlib.suppress(OSError):
+            while data := upstream.recv(65536):
+                if state["cut"]:
+                    client.sendall(data[: max(0, self.cut_after - sent)])
+                    sent += len(data)
+                    if sent >= self.cut_after:
+                        break
+                    continue
+                client.sendall(data)
+        for s in (client, upstream):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def close(self) -> None:
+        self._closing = True
+        self._server.close()

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
-from surface_servers import Https
+from surface_servers import DroppingProxy, Https, S3Server
 
 import rayform
 from rayform.catalog._cache import ObjectCache
@@ -132,3 +132,32 @@ def test_registration_into_s3_leaves_its_files_in_the_cache(s3_url: str, cache_d
     assert isinstance(store, RemoteStore)
     assert all(store.is_cached(d) for d in object_digests(catalog))
     assert leftovers(cache_dir) == []
+
+
+def test_s3_downloads_cut_mid_body_are_retried_then_fail_cleanly(
+        s3_url: str, s3_server: S3Server, tmp_path: Path, cache_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from surface_data import build_catalog
+
+    build_catalog(s3_url, tmp_path / "src")
+    port = int(s3_server.endpoint.rsplit(":", 1)[1])
+    proxy = DroppingProxy(port)
+    try:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.endpoint)
+        monkeypatch.setenv("RAYFORM_REMOTE_ATTEMPTS", "3")
+        fresh_cache = tmp_path / "cache2"
+        monkeypatch.setenv("RAYFORM_CACHE_DIR", str(fresh_cache))
+        catalog = rayform.Catalog.open(s3_url)
+        digest, other = object_digests(catalog)[:2]
+        proxy.drop_next = 2  # two cut bodies, then a whole one
+        path = catalog.store.object_path(digest)
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+        assert proxy.dropped == 2
+        proxy.drop_next = 100
+        with pytest.raises(RemoteError, match=rf"{other}.*failed after 3 attempt"):
+            catalog.store.object_path(other)
+        assert proxy.dropped == 5
+        assert not ObjectCache(fresh_cache).path_of(other).exists()
+        assert leftovers(fresh_cache) == []
+    finally:
+        proxy.close()

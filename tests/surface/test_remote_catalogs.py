@@ -124,3 +124,17 @@ def test_s3_exclusive_create_and_tables(s3_url: str) -> None:
     table = catalog.create_table("notes", pa.schema([("a", pa.int64())]))
     assert table is not None
     assert rayform.Catalog.open(s3_url).table_names() == ["notes"]
+
+
+def test_listings_stay_complete_under_concurrent_writers(tmp_path: Path) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from rayform.catalog._listing import decode_listing
+
+    catalog = rayform.Catalog.create(tmp_path / "cat")
+    names = [f"ds{i}" for i in range(16)]
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda n: rayform.Catalog.open(tmp_path / "cat").create_dataset(n), names))
+    raw = (tmp_path / "cat" / "entries" / ".listing.json").read_bytes()
+    assert decode_listing(raw, source="entries") == sorted(names)
+    assert catalog.dataset_names() == sorted(names)

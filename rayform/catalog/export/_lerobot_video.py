@@ -24,7 +24,6 @@ from rayform.catalog.export._lerobot_stats import Stats, image_stats
 from rayform.catalog.export._video_encode import VideoEncoder, VideoEncoding, remux_frames
 from rayform.catalog.export._video_frames import (
     asset_frames,
-    frame_rgb,
     image_frames,
     stream_frames,
 )
@@ -148,8 +147,8 @@ def _remux_asset(asset: Path, pts_ns: npt.NDArray[np.int64], dest: Path, *, fps:
     expected = np.rint(np.arange(len(idx)) * 1e9 / fps).astype(np.int64)
     if not bool(np.all(np.abs((pts_ns - pts_ns[0]) - expected) <= tolerance_ns)):
         return None
-    ticks = probe.pts
-    remux_frames(asset, dest, first_pts=int(ticks[idx[0]]), last_pts=int(ticks[idx[-1]]))
+    first, last = probe.to_ticks(pts_ns[[0, -1]])
+    remux_frames(asset, dest, first_pts=int(first), last_pts=int(last))
     return dataclasses.replace(probe, pts_ns=pts_ns - pts_ns[0], is_keyframe=probe.is_keyframe[idx],
                                has_audio=False)
 
@@ -181,14 +180,16 @@ def _video_stats(path: Path, probe: VideoProbe) -> Stats:
             if packet.size == 0 or not packet.is_keyframe:
                 continue
             if seen in wanted:
-                frames.extend(_downsampled(frame_rgb(f)) for f in ctx.decode(packet))
+                frames.extend(_small_rgb(f) for f in ctx.decode(packet))
             seen += 1
             if seen > max(wanted):
                 break
-        frames.extend(_downsampled(frame_rgb(f)) for f in ctx.decode(None))
+        frames.extend(_small_rgb(f) for f in ctx.decode(None))
     return image_stats(frames)
 
 
-def _downsampled(rgb: npt.NDArray[np.uint8], *, max_side: int = 160) -> npt.NDArray[np.uint8]:
-    step = max(1, -(-max(rgb.shape[:2]) // max_side))
-    return rgb[::step, ::step]
+def _small_rgb(frame: Any, *, max_side: int = 160) -> npt.NDArray[np.uint8]:
+    """RGB pixels of a frame scaled down (in the same conversion) to at most ``max_side``."""
+    step = max(1, -(-max(frame.width, frame.height) // max_side))
+    return np.asarray(frame.to_ndarray(format="rgb24", width=max(2, frame.width // step),
+                                       height=max(2, frame.height // step)), dtype=np.uint8)

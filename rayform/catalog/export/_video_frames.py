@@ -128,8 +128,3 @@ def image_frames(blobs: BlobRows, rows: npt.NDArray[np.int64]) -> Iterator[Any]:
             cached = av.VideoFrame.from_ndarray(rgb, format="rgb24")
             cached_row = int(row)
         yield cached
-
-
-def frame_rgb(frame: Any) -> npt.NDArray[np.uint8]:
-    """``uint8[H, W, 3]`` RGB pixels of an ``av.VideoFrame``."""
-    return np.asarray(frame.to_ndarray(format="rgb24"), dtype=np.uint8)

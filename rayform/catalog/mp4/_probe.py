@@ -61,9 +61,14 @@ class VideoProbe:
     @property
     def pts(self) -> npt.NDArray[np.int64]:
         """Presentation timestamps in ``time_base`` ticks (the inverse of ``pts_ns``' rounding)."""
+        return self.to_ticks(self.pts_ns)
+
+    def to_ticks(self, ns: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        """Nanoseconds to ``time_base`` ticks, rounded to the nearest tick."""
         num = self.time_base.numerator * 1_000_000_000
         den = self.time_base.denominator
-        return np.array([(int(v) * den + num // 2) // num for v in self.pts_ns], dtype=np.int64)
+        return np.array([(int(v) * den + num // 2) // num for v in np.atleast_1d(ns)],
+                        dtype=np.int64)
 
 
 def probe_video(path: Path) -> VideoProbe:

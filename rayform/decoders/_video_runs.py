@@ -1,0 +1,212 @@
+"""Decoding runs: feed one run's packets to a decoder (new or resumed) and capture its frames.
+
+A run (see :mod:`rayform.decoders._video_plan`) is decoded forward from its keyframe by a
+:class:`~rayform.decoders._video_session.DecoderSession`. When an open session already decoded the
+start of the run (the previous block stopped mid-GOP), the run continues it instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rayform.decoders._video_bitstream import detect_gop_start
+from rayform.decoders._video_codec import open_decoder, require_av
+from rayform.decoders._video_frames import PacketColumn, frame_to_rgb, frame_to_yuv
+from rayform.decoders._video_output import Captured
+from rayform.decoders._video_plan import AssetRun, FrameKey, PacketRun
+from rayform.decoders._video_session import DecoderSession, SessionCache
+
+
+class RunFailedError(Exception):
+    """A run produced no (or not all) of its frames; ``kind`` names the failure for warnings."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class RunDecoder:
+    """Decodes runs for one :class:`VideoFrameDecoder`, sharing its open sessions.
+
+    Thread-safe: a session is checked out of the cache while a run uses it.
+
+    Args:
+        codec: the packet streams' codec (assets use their file's codec).
+        thread_count: FFmpeg threads per decoder.
+        output_format: ``"rgb"`` or ``"yuv420p"``.
+        max_sessions: open sessions kept between runs.
+    """
+
+    def __init__(self, *, codec: str, thread_count: int, output_format: str,
+                 max_sessions: int) -> None:
+        self.codec = codec
+        self.thread_count = thread_count
+        self.output_format = output_format
+        self.sessions = SessionCache(max_sessions)
+
+    def convert(self, frame: Any, session: DecoderSession) -> Captured:
+        """A decoded frame in the output format, in its own memory."""
+        if session.reformatter is None:
+            from av.video.reformatter import VideoReformatter
+
+            session.reformatter = VideoReformatter()
+        if self.output_format == "rgb":
+            return frame_to_rgb(frame, session.reformatter)
+        return frame_to_yuv(frame, session.reformatter)
+
+    # ------------------------------------------------------------------------ packet streams
+    def packet_run(self, run: PacketRun, *, packets: PacketColumn,
+                   captured: dict[FrameKey, Captured]) -> bool:
+        """Decode a packet-stream run into ``captured`` (keyed by batch row).
+
+        Returns:
+            Whether the run continued an open session.
+
+        Raises:
+            RunFailedError: the run does not start at a keyframe, or frames never came out.
+        """
+        av = require_av()
+        anchor = packets.packet(run.start)
+        key = (run.segment_id, len(anchor), hash(anchor))
+        session = self.sessions.checkout(key)
+        if session is not None and not self._can_resume(session, run, packets, anchor):
+            session = None
+        resumed = session is not None
+        if session is None:
+            is_start = detect_gop_start(anchor, self.codec)
+            if is_start is False or (is_start is None and not run.trusted):
+                raise RunFailedError(
+                    "keyframe",
+                    f"row {run.start} does not start a group of pictures ({self.codec} "
+                    "keyframe with its parameter sets); is_keyframe disagrees with the stream",
+                )
+            session = DecoderSession(key=key, anchor=anchor, context=open_decoder(
+                self.codec, thread_count=self.thread_count))
+        context = session.context
+        pending = {session.pts_base + row - run.start: row for row in run.wanted_rows}
+        key_offsets = {row - run.start for row in run.keyframe_rows}
+
+        def take(frame: Any) -> None:
+            pts = frame.pts
+            if pts is None:
+                return
+            session.last_pts = pts
+            session.last_frame = frame
+            if frame.key_frame:
+                key_offsets.add(pts - session.pts_base)
+            row = pending.pop(pts, None)
+            if row is not None:
+                captured[row] = self.convert(frame, session)
+
+        if session.last_pts is not None and session.last_pts in pending:
+            take(session.last_frame)
+        for row in range(run.start + session.next_position, run.end + 1):
+            if not pending:
+                break
+            if not packets.nonempty[row]:
+                continue
+            data = packets.packet(row)
+            packet = av.Packet(data)
+            packet.pts = packet.dts = session.pts_base + row - run.start
+            session.next_position = row - run.start + 1
+            session.last_fed = data
+            for frame in context.decode(packet):
+                take(frame)
+        if pending:  # a decoder with delay: drain it (the session cannot continue after that)
+            for frame in context.decode(None):
+                take(frame)
+            if pending:
+                raise RunFailedError("decode", f"rows {sorted(pending.values())} decoded to no frame")
+            return resumed
+        self._rekey(session, run, packets, key_offsets)
+        self.sessions.checkin(session)
+        return resumed
+
+    @staticmethod
+    def _can_resume(session: DecoderSession, run: PacketRun, packets: PacketColumn,
+                    anchor: bytes) -> bool:
+        """The session fed this run's packets from its keyframe and has not passed its frames.
+
+        Rows of one segment are immutable, so matching the keyframe and the last packet fed
+        identifies the stretch of stream already decoded.
+        """
+        if session.anchor != anchor or session.next_position == 0:
+            return False
+        last_row = run.start + session.next_position - 1
+        if last_row > run.end or packets.packet(last_row) != session.last_fed:
+            return False
+        first_pts = session.pts_base + min(run.wanted_rows) - run.start
+        return session.last_pts is not None and first_pts >= session.last_pts
+
+    @staticmethod
+    def _rekey(session: DecoderSession, run: PacketRun, packets: PacketColumn,
+               key_offsets: set[int]) -> None:
+        """Key the session by the latest keyframe it passed, where the next run will start."""
+        fed = session.next_position
+        later = [k for k in key_offsets if 0 < k < fed and packets.nonempty[run.start + k]]
+        if not later:
+            return
+        offset = max(later)
+        anchor = packets.packet(run.start + offset)
+        session.key = (run.segment_id, len(anchor), hash(anchor))
+        session.anchor = anchor
+        session.pts_base += offset
+        session.next_position -= offset
+
+    # -------------------------------------------------------------------------- video assets
+    def asset_run(self, run: AssetRun, *, captured: dict[FrameKey, Captured]) -> bool:
+        """Decode a video-asset run into ``captured`` (keyed by (asset, presentation index)).
+
+        Returns:
+            Whether the run continued an open session.
+
+        Raises:
+            RunFailedError: frames never came out of the decoder.
+        """
+        av = require_av()
+        packets = run.packets
+        pending = {int(packets.presentation_pts[p]): p for p in run.wanted}
+        key = ("asset", run.asset_key)
+        session = self.sessions.checkout(key)
+        resumable = (session is not None and session.last_pts is not None
+                     and run.start <= session.next_position and min(pending) >= session.last_pts)
+        if session is None:
+            session = DecoderSession(key=key, context=open_decoder(
+                packets.codec, thread_count=self.thread_count, extradata=packets.extradata))
+        if not resumable:
+            session.context.flush_buffers()
+            session.next_position = run.start
+            session.last_pts = None
+            session.last_frame = None
+        context = session.context
+
+        def take(frame: Any) -> None:
+            if frame.pts is None:
+                return
+            session.last_pts = frame.pts
+            session.last_frame = frame
+            index = pending.pop(frame.pts, None)
+            if index is not None:
+                captured[(run.asset_key, index)] = self.convert(frame, session)
+
+        if session.last_pts is not None and session.last_pts in pending:
+            take(session.last_frame)
+        position = session.next_position
+        while pending and position < len(packets):
+            packet = av.Packet(packets.packet_bytes(position))
+            packet.pts = int(packets.pts[position])
+            packet.dts = int(packets.dts[position])
+            position += 1
+            session.next_position = position
+            for frame in context.decode(packet):
+                take(frame)
+        if pending:  # end of file: drain the decoder's delayed frames
+            for frame in context.decode(None):
+                take(frame)
+            if pending:
+                raise RunFailedError(
+                    "decode", f"{packets.path.name}: frames {sorted(pending.values())} were not "
+                    "produced by the decoder")
+            return resumable
+        self.sessions.checkin(session)
+        return resumable
