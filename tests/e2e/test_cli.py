@@ -139,3 +139,22 @@ def test_slices_and_pull(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert slice_id in capsys.readouterr().out
     assert main(["--catalog", cat, "slices", "show", "slc_00000000"]) == 1
     assert "slc_00000000" in capsys.readouterr().err
+
+
+def test_export_picks_the_timeline_every_stream_shares(tmp_path: Path) -> None:
+    """Joints only on ``real_time``, a camera-like stream on ``real_time`` and ``frame_index``."""
+    cat = tmp_path / "cat"
+    ds = Catalog.create(cat).create_dataset("mixed")
+    t_fast = (np.arange(100) * 10_000_000).astype("datetime64[ns]")
+    t_slow = (np.arange(30) * 33_333_333).astype("datetime64[ns]")
+    with RecordingWriter(tmp_path / "m.rfr", recording_id="m0") as rec:
+        rec.log_scalars("/joints", timelines={"real_time": t_fast}, values=np.ones((100, 3)))
+        rec.log_scalars("/slow", timelines={"real_time": t_slow, "frame_index": np.arange(30)},
+                        values=np.arange(30.0))
+    ds.register([str(tmp_path / "m.rfr")]).wait()
+    out = tmp_path / "out"
+    assert main(["--catalog", str(cat), "export", "lerobot", "mixed", str(out), "--fps", "10"]) == 0
+    import json
+
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 1 and info["total_frames"] >= 9

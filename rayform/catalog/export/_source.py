@@ -65,8 +65,9 @@ def resolve_source(source: Any, time_ranges: TimeRanges | None) -> ExportSource:
 
 
 def pick_timeline(source: ExportSource, timeline: str | None) -> tuple[str, TimelineKind]:
-    """The export timeline: ``timeline``, else the slice's range timeline, else the first of
-    timestamp, log_time, video_time, frame_index, else the first temporal timeline.
+    """The export timeline: ``timeline``, else the slice's range timeline, else the timeline the
+    most entities are logged on (ties: timestamp, log_time, video_time, frame_index, then temporal
+    timelines first).
 
     Raises:
         ColumnNotFoundError: the named timeline is not in the view.
@@ -87,9 +88,21 @@ def pick_timeline(source: ExportSource, timeline: str | None) -> tuple[str, Time
                 f"export: the slice's time range is on {source.range_timeline!r}; export on that "
                 f"timeline (timeline={source.range_timeline!r}), not {timeline!r}")
         return timeline, timelines[timeline]
-    for name in _PREFERRED:
-        if name in timelines:
-            return name, timelines[name]
+    # The timeline most entities are logged on (a 100 Hz joint stream and 30 Hz cameras may
+    # share only a timestamp timeline); ties go to the preferred names, then temporal ones.
+    coverage = dict.fromkeys(timelines, 0)
+    for record in view.segment_records():
+        for entity in record.entities.values():
+            for name in entity.ranges:
+                if name in coverage:
+                    coverage[name] += 1
+
+    def rank(name: str) -> tuple[int, int, int]:
+        preferred = _PREFERRED.index(name) if name in _PREFERRED else len(_PREFERRED)
+        return (-coverage[name], preferred, 0 if timelines[name] != "sequence" else 1)
+
+    name = min(timelines, key=rank)
+    return name, timelines[name]
     temporal = [n for n, k in timelines.items() if k != "sequence"]
     name = temporal[0] if temporal else next(iter(timelines))
     return name, timelines[name]

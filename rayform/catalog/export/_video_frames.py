@@ -76,7 +76,9 @@ def stream_frames(samples: BlobRows, is_keyframe: npt.NDArray[np.bool_], codec: 
     keys = np.flatnonzero(is_keyframe[: start + 1])
     start = int(keys[-1]) if len(keys) else 0
     stop = int(rows[-1]) + 1
-    ctx = av.CodecContext.create(codec, "r")
+    from rayform.decoders._video_codec import open_decoder
+
+    ctx = open_decoder(codec)
     decoded: deque[tuple[int, Any]] = deque()
     next_row = start
     want = 0
