@@ -11,7 +11,8 @@ Each part prints the measured figure, the physical limit measured in the same ru
 2. ``reader()`` latest-at alignment of a 100 Hz stream (1M rows) onto a 15 Hz grid, against bare
    ``numpy.searchsorted`` + take on the same arrays. Target: within 3x.
 3. Registration throughput of native recordings against a plain file copy of the same bytes
-   (``shutil.copyfile``). Target: >= 50 % of the copy rate.
+   (``shutil.copyfile``). Target: >= 50 % of the copy rate. Also printed: sha256 of the same bytes
+   on every core, and the bound ``1 / (1/copy + 1/hash)`` for a store that must copy and hash.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -291,25 +293,28 @@ def bench_registration(work: Path) -> dict[str, float]:
 
     def hash_files(_: Path) -> float:
         t0 = time.perf_counter()
-        for p in paths:
-            sha256_file(p)
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            list(pool.map(sha256_file, paths))
         return time.perf_counter() - t0
 
     times: dict[str, list[float]] = {"copy": [], "register": [], "sha256": []}
     for r in range(REPEATS + 1):  # interleaved so all see the same disk and CPU conditions
         for name, fn in (("copy", copy_files), ("register", register), ("sha256", hash_files)):
+            os.sync()  # start each from a clean page cache: no writeback of the previous one
             elapsed = fn(work / f"{name}{r}")
             if r:  # the first round warms the page cache
                 times[name].append(elapsed)
-    rate_copy, rate_reg, rate_hash = (total / statistics.median(times[k]) / 1e6
-                                      for k in ("copy", "register", "sha256"))
+    t_copy, t_reg, t_hash = (statistics.median(times[k]) for k in ("copy", "register", "sha256"))
+    rate_copy, rate_reg, rate_hash = (total / t / 1e6 for t in (t_copy, t_reg, t_hash))
+    rate_bound = total / (t_copy + t_hash) / 1e6
     ratio = rate_reg / rate_copy
     verdict = "met" if ratio >= 0.5 else "MISSED"
     report(f"register ({total / 1e6:.0f} MB)", f"{rate_reg:,.0f} MB/s", f"{rate_copy:,.0f} MB/s",
            ratio, f"target >= 0.50: {verdict}{QUICK_NOTE}")
-    report("  reference: read + sha256, one thread", f"{rate_hash:,.0f} MB/s",
-           f"{rate_copy:,.0f} MB/s", rate_hash / rate_copy,
-           "(content addressing must hash every byte)")
+    report(f"  reference: sha256 on {os.cpu_count()} threads", f"{rate_hash:,.0f} MB/s",
+           f"{rate_copy:,.0f} MB/s", rate_hash / rate_copy, "(every byte must be hashed)")
+    report("  register vs copy-then-hash bound", f"{rate_reg:,.0f} MB/s", f"{rate_bound:,.0f} MB/s",
+           rate_reg / rate_bound, "(bound: 1 / (1/copy rate + 1/hash rate))")
     return {"register_ratio": ratio}
 
 

@@ -1,6 +1,7 @@
 """Dataloader benchmark (issue 3): the standard workload through RerunMapDataset / RerunIterableDataset.
 
-Run ``python benchmarks/bench_dataloader.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run).
+Run ``python benchmarks/bench_dataloader.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run,
+``BENCH_PARTS=1,2`` to run some parts only).
 
 The standard workload, written with rayform's RecordingWriter: 8 episodes x 20 s; joint positions
 7-D at 100 Hz; action deltas 7-D at 100 Hz; one 224x224 JPEG camera at 30 Hz; a 15 Hz grid on the
@@ -52,6 +53,7 @@ from rayform.dataloader import (
 from rayform.decoders._image import decode_image
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
+PARTS = {int(p) for p in os.environ.get("BENCH_PARTS", "1,2,3").split(",") if p.strip()}
 NUM_EPISODES = 2 if QUICK else 8
 EPISODE_S = 3 if QUICK else 20
 INDEX_SEGMENTS = 300 if QUICK else 10_000
@@ -318,9 +320,12 @@ def main() -> None:
         t0 = time.perf_counter()
         dataset, blobs = write_workload(root)
         print(f"  (setup: wrote and registered the workload in {time.perf_counter() - t0:.1f} s)")
-        bench_numeric(dataset)
-        bench_camera(dataset, blobs)
-        bench_index(root)
+        if 1 in PARTS:
+            bench_numeric(dataset)
+        if 2 in PARTS:
+            bench_camera(dataset, blobs)
+        if 3 in PARTS:
+            bench_index(root)
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     print(f"4. peak RSS: {own:,.0f} MiB (this process), {kids:,.0f} MiB (largest worker)")

@@ -566,6 +566,8 @@ class DatasetEntry(DatasetView):
         for layer in layers:
             validate_layer_name(layer)
         self._catalog.require_writable()
+        if not segs:
+            return  # nothing to drop: no new snapshot
 
         def mutate(old: DatasetVersion | None, number: int) -> DatasetVersion:
             draft = apply_unregistration(self._snapshot_of(old), segs, layers)

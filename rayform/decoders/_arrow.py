@@ -98,31 +98,43 @@ class BlobReader:
 
     Accepted row layouts: ``list<binary>``, ``list<large_binary>``, ``list<list<uint8>>``, and
     plain ``binary`` / ``large_binary`` / ``list<uint8>`` rows (one blob per row, e.g. after a
-    ``select``).
+    ``select``). Offsets and validity are read once as numpy arrays, so a lookup is a few slices.
     """
 
     def __init__(self, column: pa.Array) -> None:
-        self._column = column
         t = column.type
+        self._row_valid = _validity(column)
         if pa.types.is_binary(t) or pa.types.is_large_binary(t):
             self._outer: npt.NDArray[np.int64] | None = None
-            self._blobs: pa.Array = column
+            blobs: pa.Array = column
         elif _is_list(t) and (pa.types.is_binary(t.value_type) or pa.types.is_large_binary(
                 t.value_type) or _is_list(t.value_type)):
             self._outer = np.asarray(column.offsets, dtype=np.int64)
-            self._blobs = column.values
+            blobs = column.values
         elif _is_list(t) and pa.types.is_uint8(t.value_type):
             self._outer = None
-            self._blobs = column
+            blobs = column
         else:
             raise DecodeError(
                 f"expected encoded blobs (list<binary> or list<list<uint8>> rows), got Arrow type "
                 f"{t}; is this an EncodedImage:blob column?"
             )
+        self._blob_valid = _validity(blobs)
+        if pa.types.is_binary(blobs.type) or pa.types.is_large_binary(blobs.type):
+            width = np.int32 if pa.types.is_binary(blobs.type) else np.int64
+            offsets = blobs.buffers()[1]
+            self._starts = np.frombuffer(offsets, dtype=width)[blobs.offset:] \
+                .astype(np.int64)
+            data = blobs.buffers()[2]
+        else:  # list<uint8> blobs
+            self._starts = np.asarray(blobs.offsets, dtype=np.int64) + blobs.values.offset
+            data = blobs.values.buffers()[1]
+        # Arrow buffers export signed bytes ('b'); decoders expect unsigned ('B').
+        self._data = memoryview(data).cast("B") if data is not None else memoryview(b"")
 
     def blob(self, row: int) -> memoryview | None:
         """The first blob of ``row``; ``None`` for a null or empty row."""
-        if not self._column[row].is_valid:
+        if not self._row_valid[row]:
             return None
         if self._outer is None:
             index = row
@@ -131,12 +143,12 @@ class BlobReader:
             if stop <= start:
                 return None
             index = int(start)
-        item = self._blobs[index]
-        if not item.is_valid:
+        if not self._blob_valid[index]:
             return None
-        # Arrow buffers export signed bytes ('b'); decoders expect unsigned ('B').
-        if isinstance(item, pa.BinaryScalar | pa.LargeBinaryScalar):
-            return memoryview(item.as_buffer()).cast("B")
-        values = item.values
-        buffer = values.buffers()[1]
-        return memoryview(buffer).cast("B")[values.offset:values.offset + len(values)]
+        return self._data[int(self._starts[index]):int(self._starts[index + 1])]
+
+
+def _validity(array: pa.Array) -> npt.NDArray[np.bool_]:
+    if not array.null_count:
+        return np.ones(len(array), dtype=np.bool_)
+    return np.asarray(array.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)

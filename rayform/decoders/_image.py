@@ -9,6 +9,7 @@ block's images across its decode threads.
 from __future__ import annotations
 
 import io
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +22,7 @@ from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeReque
 from rayform.decoders._requests import output_row_matrix
 
 _JPEG_MAGIC = b"\xff\xd8"
+_LITTLE_ENDIAN = sys.byteorder == "little"
 _INSTALL_HINT = "ImageDecoder needs simplejpeg or Pillow: pip install 'rayform[image]'"
 
 _simplejpeg: Any
@@ -52,20 +54,61 @@ def decode_image(data: bytes | memoryview, *, use_simplejpeg: bool = True
     Channels follow the image: 1 for grayscale, 3 for RGB, 4 for RGBA / CMYK. Palette images are
     expanded to RGB (RGBA with transparency); 16-bit grayscale PNGs stay ``uint16``.
     """
-    if use_simplejpeg and _simplejpeg is not None and bytes(data[:2]) == _JPEG_MAGIC:
-        try:
-            _, _, colorspace, _ = _simplejpeg.decode_jpeg_header(data)
-            if colorspace == "Gray":
-                return _simplejpeg.decode_jpeg(data, colorspace="GRAY")  # type: ignore[no-any-return]
-            if colorspace in ("RGB", "YCbCr"):
-                return _simplejpeg.decode_jpeg(data, colorspace="RGB")  # type: ignore[no-any-return]
-        except ValueError:
-            pass  # Pillow decides (it may still read a slightly damaged file, or reject it)
+    if use_simplejpeg:
+        fast = _decode_simplejpeg(data, colorspace_rgb="RGB")
+        if fast is not None:
+            return fast
     if _pil_image is None:
         if _simplejpeg is None:
             raise ImportError(_INSTALL_HINT)
         return None
     return _decode_pillow(data)
+
+
+def decode_image_chw(data: bytes | memoryview, *, use_simplejpeg: bool = True
+                     ) -> torch.Tensor | None:
+    """Decode one encoded image to a contiguous ``[C, H, W]`` tensor; ``None`` if undecodable.
+
+    Colour JPEGs are decoded by simplejpeg to RGBX and split into planes with three shifts of
+    the 32-bit pixels, about 3x cheaper than transposing an ``[H, W, 3]`` array.
+    """
+    if use_simplejpeg and _LITTLE_ENDIAN:
+        rgbx = _decode_simplejpeg(data, colorspace_rgb="RGBX")
+        if rgbx is not None:
+            if rgbx.shape[2] == 1:
+                return torch.from_numpy(rgbx).reshape(1, rgbx.shape[0], rgbx.shape[1])
+            return torch.from_numpy(_rgbx_planes(rgbx))
+    arr = decode_image(data, use_simplejpeg=use_simplejpeg)
+    if arr is None:
+        return None
+    return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
+
+
+def _decode_simplejpeg(data: bytes | memoryview, *, colorspace_rgb: str
+                       ) -> npt.NDArray[np.uint8] | None:
+    """simplejpeg's decode of a colour or grey JPEG; ``None`` to let Pillow decide."""
+    if _simplejpeg is None or bytes(data[:2]) != _JPEG_MAGIC:
+        return None
+    try:
+        _, _, colorspace, _ = _simplejpeg.decode_jpeg_header(data)
+        if colorspace == "Gray":
+            return _simplejpeg.decode_jpeg(data, colorspace="GRAY")  # type: ignore[no-any-return]
+        if colorspace in ("RGB", "YCbCr"):
+            return _simplejpeg.decode_jpeg(data, colorspace=colorspace_rgb)  # type: ignore[no-any-return]
+    except ValueError:
+        pass  # Pillow decides (it may still read a slightly damaged file, or reject it)
+    return None
+
+
+def _rgbx_planes(rgbx: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
+    """``[H, W, 4]`` RGBX bytes to ``[3, H, W]`` planes (little-endian pixel words)."""
+    h, w, _ = rgbx.shape
+    words = rgbx.view(np.uint32).reshape(h, w)
+    planes = np.empty((3, h, w), dtype=np.uint8)
+    np.bitwise_and(words, 0xFF, out=planes[0], casting="unsafe")
+    np.right_shift(words, 8, out=planes[1], casting="unsafe")
+    np.right_shift(words, 16, out=planes[2], casting="unsafe")
+    return planes
 
 
 def _decode_pillow(data: bytes | memoryview
@@ -139,14 +182,9 @@ def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: b
 
 
 def _to_chw(blob: memoryview | None) -> torch.Tensor | None:
-    if blob is None:
-        return None
-    arr = decode_image(blob)
-    if arr is None:
-        return None
-    # Transposed here, on a decode thread: stacking contiguous frames is then a plain copy,
-    # where stacking HWC views would transpose in the collating (main) thread.
-    return torch.from_numpy(arr).permute(2, 0, 1).contiguous()
+    # Contiguous planes, made on a decode thread: stacking them is then a plain copy, where
+    # stacking [H, W, C] views would transpose in the collating (main) thread.
+    return None if blob is None else decode_image_chw(blob)
 
 
 def _assemble(frames: list[torch.Tensor | None], *, windowed: bool) -> torch.Tensor | None:

@@ -240,3 +240,15 @@ def test_catalog_entries(catalog: Catalog) -> None:
     assert [d.name for d in catalog.datasets()] == ["a", "b"]
     assert catalog.create_dataset("a", exist_ok=True).id == catalog.get_dataset("a").id
     assert np.all([len(d.id) == 32 for d in catalog.datasets()])
+
+
+def test_unregister_nothing_commits_nothing(tmp_path: Path) -> None:
+    from rayform.catalog import RecordingWriter
+
+    ds = Catalog.create(tmp_path / "cat").create_dataset("d")
+    with RecordingWriter(tmp_path / "a.rfr", recording_id="a") as rec:
+        rec.log_scalars("/x", timelines={"i": np.arange(3)}, values=np.arange(3.0))
+    ds.register([str(tmp_path / "a.rfr")]).wait()
+    before = ds.snapshot_version
+    ds.unregister(segments_to_drop=[])
+    assert ds.refresh().snapshot_version == before and ds.segment_ids() == ["a"]

@@ -14,7 +14,7 @@ from PIL import Image
 
 from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder
 from rayform.decoders import _image as image_module
-from rayform.decoders._image import decode_image
+from rayform.decoders._image import decode_image, decode_image_chw
 
 REALDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata"
 STEREO = REALDATA / "opencv-stereo-calib-frames"
@@ -56,6 +56,11 @@ def test_simplejpeg_and_pillow_give_the_same_pixels(h: int, w: int, subsampling:
             assert fast is not None and slow is not None
             assert fast.shape == slow.shape == (h, w, channels)
             assert np.array_equal(fast, slow)
+            planes = decode_image_chw(blob)
+            assert planes is not None and planes.is_contiguous()
+            assert np.array_equal(planes.numpy(), slow.transpose(2, 0, 1))
+            pillow_planes = decode_image_chw(blob, use_simplejpeg=False)
+            assert pillow_planes is not None and torch.equal(planes, pillow_planes)
 
 
 @pytest.mark.realdata
@@ -69,6 +74,9 @@ def test_real_jpeg_frames_are_pixel_identical() -> None:
         fast, slow = decode_image(blob), decode_image(blob, use_simplejpeg=False)
         assert fast is not None and slow is not None
         assert np.array_equal(fast, slow), path.name
+        planes = decode_image_chw(blob)
+        assert planes is not None
+        assert np.array_equal(planes.numpy(), slow.transpose(2, 0, 1)), path.name
         with Image.open(path) as img:
             assert fast.shape[:2] == (img.height, img.width)
 
