@@ -13,7 +13,8 @@ Printed, each with the physical limit measured in the same run and the ratio:
    Limit: numpy fancy-index gather of the same rows (what any loader must at least do).
 2. state + action + JPEG camera: samples/s for the map and iterable datasets at num_workers 0
    and 2, time to first batch. Limit: bare JPEG decode of the same bytes, on one core and on all
-   cores (threads). Target >= 80 % of the bare decode rate.
+   cores (threads), measured right before each run. Target >= 80 % of the bare decode rate
+   (one core, as the design's per-core decode rates; the all-core ratio is printed too).
 3. ``SampleIndex.build`` over 10,000 segments. Target <= 1 s. Limit: the dataset's
    ``index_ranges_arrow()`` (the metadata read that build starts from).
 4. Peak RSS of the benchmark process and of its worker processes.
@@ -168,22 +169,21 @@ def run_loader(make: Callable[[], DataLoader[Any]], epochs: int = 1
 
 
 def bare_decode_rate(blobs: list[bytes], threads: int) -> float:
+    """JPEG decodes per second of ``blobs`` to ``[H, W, 3]`` arrays (simplejpeg when installed),
+    on ``threads`` threads: the physical limit of a JPEG field."""
     def decode_all(part: list[bytes]) -> int:
         for blob in part:
             decode_image(blob)
         return len(part)
 
-    def once() -> float:
-        t0 = time.perf_counter()
-        if threads == 1:
-            decode_all(blobs)
-        else:
-            parts = [blobs[i::threads] for i in range(threads)]
-            with ThreadPoolExecutor(threads) as pool:
-                list(pool.map(decode_all, parts))
-        return len(blobs) / (time.perf_counter() - t0)
-
-    return median(once() for _ in range(REPEATS))
+    t0 = time.perf_counter()
+    if threads == 1:
+        decode_all(blobs)
+    else:
+        parts = [blobs[i::threads] for i in range(threads)]
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(decode_all, parts))
+    return len(blobs) / (time.perf_counter() - t0)
 
 
 def bare_numeric_rate(dataset: DatasetEntry, num_samples: int) -> float:
@@ -229,13 +229,12 @@ def bench_numeric(dataset: DatasetEntry) -> float:
 
 
 def bench_camera(dataset: DatasetEntry, blobs: list[bytes]) -> dict[str, float]:
+    """Each loader run is paired with bare decodes measured right before it (the machine is
+    shared, so its speed drifts during the run); ratios are medians over the pairs."""
     cpus = len(os.sched_getaffinity(0))
     print(f"2. state + action + 224x224 JPEG camera ({len(blobs):,} JPEGs, "
           f"{np.mean([len(b) for b in blobs]) / 1e3:.1f} KB each; {cpus} CPUs)")
-    one = bare_decode_rate(blobs, 1)
-    many = bare_decode_rate(blobs, cpus)
-    print(f"  bare JPEG decode of the same bytes: {one:,.0f}/s on one thread, "
-          f"{many:,.0f}/s on {cpus} threads")
+    sample = blobs[:: max(1, len(blobs) // 1200)]
     source = DataSource(dataset)
     results: dict[str, float] = {}
     for kind in ("map", "iterable"):
@@ -252,18 +251,25 @@ def bench_camera(dataset: DatasetEntry, blobs: list[bytes]) -> dict[str, float]:
 
                 def make(ds: Any = ds, workers: int = workers) -> DataLoader[Any]:
                     return DataLoader(ds, batch_size=BATCH, num_workers=workers)
-            runs = [run_loader(make) for _ in range(REPEATS)]
-            rate = median(r[0] for r in runs)
-            first = median(r[1] for r in runs)
-            cpu_rate = median(r[2] for r in runs)
+            pairs = []
+            for _ in range(REPEATS):
+                one, many = bare_decode_rate(sample, 1), bare_decode_rate(sample, cpus)
+                pairs.append((run_loader(make), one, many))
+            rate = median(r[0] for r, _, _ in pairs)
+            first = median(r[1] for r, _, _ in pairs)
+            cpu_rate = median(r[2] for r, _, _ in pairs)
+            one = median(o for _, o, _ in pairs)
+            many = median(m for _, _, m in pairs)
+            to_one = median(r[0] / o for r, o, _ in pairs)
+            to_many = median(r[0] / m for r, _, m in pairs)
             results[f"{kind}{workers}"] = rate
             target = ""
             if workers == 0:
-                verdict = "met" if rate >= 0.8 * many else "MISSED"
-                target = f"target >= 80 % of all-core bare: {verdict}"
+                verdict = "met" if to_one >= 0.8 else "MISSED"
+                target = f"target >= 80 % of bare (one core): {verdict}"
             report(f"{kind}, num_workers={workers} (first batch {first * 1e3:.0f} ms)",
-                   f"{rate:,.0f} samples/s", f"{many:,.0f}/s", rate / many, target)
-            print(f"  {'':<46} vs one-thread bare {one:,.0f}/s: ratio {rate / one:.2f}; "
+                   f"{rate:,.0f} samples/s", f"{one:,.0f}/s", to_one, target)
+            print(f"  {'':<46} vs bare on {cpus} threads {many:,.0f}/s: ratio {to_many:.2f}; "
                   f"{cpu_rate:,.0f} samples per CPU-second")
     return results
 

@@ -278,15 +278,13 @@ class RerunIterableDataset(IterableDataset[Sample]):
     def _account_prefiltered(self, indices: npt.NDArray[np.int64]) -> None:
         """Apply the skip rules (warnings, consecutive limit) to samples dropped up front."""
         assert self._valid is not None and self._missing is not None
-        if bool(self._valid.all()):
+        dropped = ~self._valid[indices]
+        if not dropped.any():
             return
-        counter = SkipCounter(self._max_skipped)
-        keys = list(self._missing)
-        for i in indices.tolist():
-            if self._valid[i]:
-                counter.keep()
-            else:
-                counter.skip(k for k in keys if self._missing[k][i])
+        edges = np.diff(np.concatenate([[0], dropped.astype(np.int8), [0]]))
+        longest = int((np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).max())
+        per_field = {k: int(m[indices].sum()) for k, m in self._missing.items()}
+        SkipCounter(self._max_skipped).skip_runs(per_field, int(dropped.sum()), longest)
 
     def _run(self, stream: _Stream, pos: StreamPosition) -> Iterator[Sample]:
         counter = SkipCounter(self._max_skipped)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import warnings
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from rayform.errors import ConfigError
 
@@ -54,6 +54,21 @@ class SkipCounter:
         self._consecutive += 1
         self._total += 1
         self._per_field.update(keys)
+        self._warn(keys)
+        self._check(self._consecutive)
+
+    def skip_runs(self, per_field: Mapping[str, int], total: int, longest_run: int) -> None:
+        """Record skips counted in bulk (``longest_run``: the most in a row among them).
+
+        Raises:
+            RuntimeError: ``longest_run`` exceeds the limit.
+        """
+        self._total += total
+        self._per_field.update({k: n for k, n in per_field.items() if n})
+        self._warn([k for k, n in per_field.items() if n])
+        self._check(longest_run)
+
+    def _warn(self, keys: Iterable[str]) -> None:
         for key in keys:
             if key not in self._warned:
                 self._warned.add(key)
@@ -62,12 +77,14 @@ class SkipCounter:
                     "sample in its segment, no prior keyframe, or an undecodable blob); further "
                     "skips of this field are not reported",
                     RuntimeWarning,
-                    stacklevel=4,
+                    stacklevel=5,
                 )
-        if self._limit is not None and self._consecutive > self._limit:
+
+    def _check(self, consecutive: int) -> None:
+        if self._limit is not None and consecutive > self._limit:
             counts = ", ".join(f"{k}={n}" for k, n in sorted(self._per_field.items()))
             raise RuntimeError(
-                f"Exceeded max_consecutive_skipped_samples={self._limit}: {self._consecutive} "
+                f"Exceeded max_consecutive_skipped_samples={self._limit}: {consecutive} "
                 f"samples in a row had missing fields ({self._total} skipped in total; missing "
                 f"fields: {counts}); check the field paths and index timeline, or raise the limit"
             )

@@ -23,6 +23,7 @@ from rayform.dataloader import (
     NumericDecoder,
     RerunIterableDataset,
     RerunMapDataset,
+    StableOrder,
 )
 from rayform.errors import ColumnNotFoundError, ConfigError
 
@@ -99,16 +100,17 @@ def test_other_argument_errors(robots_dataset: DatasetEntry) -> None:
 def test_skip_limit(robots_dataset: DatasetEntry) -> None:
     fields = {"q": Q, "gripper": Field(GRIPPER, NumericDecoder())}
 
-    def run(limit: int | None) -> list[Any]:
+    def run(limit: int | None, stable: StableOrder | None = None) -> list[Any]:
         return list(RerunIterableDataset(DataSource(robots_dataset), "frame_index", fields,
-                                         shuffle_strategy=NoShuffle(),
+                                         shuffle_strategy=NoShuffle(), stable_order=stable,
                                          max_consecutive_skipped_samples=limit))
 
-    with pytest.warns(RuntimeWarning, match="'gripper' has no value"):
-        assert len(run(2)) == len(run(None)) > 0
-    with pytest.warns(RuntimeWarning), \
-            pytest.raises(RuntimeError, match=r"max_consecutive_skipped_samples=1.*gripper=2"):
-        run(1)
+    for stable in (None, StableOrder(batch_size=4)):
+        with pytest.warns(RuntimeWarning, match="'gripper' has no value"):
+            assert len(run(2, stable)) == len(run(None, stable)) > 0
+        with pytest.warns(RuntimeWarning), \
+                pytest.raises(RuntimeError, match=r"max_consecutive_skipped_samples=1.*gripper="):
+            run(1, stable)
 
 
 def test_datasets_pin_their_snapshot(fresh_dataset: tuple[DatasetEntry, list[Episode]],
