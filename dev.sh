@@ -20,7 +20,14 @@ setup() {
     if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
         "$VENV/bin/pip" install -q "torch==2.13.0"
     fi
-    "$VENV/bin/pip" install -q -e ".[$extras]"
+    # Reinstall only when pyproject.toml or the extras changed (CI calls setup several times).
+    local stamp="$VENV/.rayform-$(printf '%s' "$extras" | tr ',' '-')"
+    local digest
+    digest=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]; then
+        "$VENV/bin/pip" install -q -e ".[$extras]"
+        echo "$digest" > "$stamp"
+    fi
 }
 
 case "${1:-}" in

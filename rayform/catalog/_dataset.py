@@ -30,6 +30,7 @@ from rayform.catalog._registration import (
     apply_registration,
     apply_unregistration,
     inspect_layer,
+    registration_request,
     schema_from_text,
     store_layer,
 )
@@ -420,22 +421,8 @@ class DatasetEntry(DatasetView):
             SchemaConflictError: a column type differs from the dataset's.
             ConfigError: an unknown ``on_duplicate`` or mismatched ``layer_name`` list.
         """
-        paths = [Path(uris)] if isinstance(uris, str | os.PathLike) else [Path(u) for u in uris]
-        layers = [layer_name] * len(paths) if isinstance(layer_name, str) else list(layer_name)
-        if len(layers) != len(paths):
-            raise ConfigError(
-                f"register: {len(layers)} layer names for {len(paths)} sources; give one name or "
-                "one per source"
-            )
-        for layer in layers:
-            validate_layer_name(layer)
-        try:
-            policy = OnDuplicate(on_duplicate)
-        except ValueError:
-            raise ConfigError(
-                f"register: on_duplicate={on_duplicate!r} is not one of "
-                f"{[p.value for p in OnDuplicate]}"
-            ) from None
+        paths, layers, policy = registration_request(uris, layer_name, on_duplicate,
+                                                      caller="register")
         self._catalog.require_writable()
         staging = self._catalog.store.staging_dir()
         try:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -26,13 +28,14 @@ from rayform.catalog._metadata import (
     LayerRecord,
     SegmentRecord,
 )
-from rayform.catalog._names import validate_segment_id
+from rayform.catalog._names import validate_layer_name, validate_segment_id
 from rayform.catalog._recording import PropertyValue, RecordingHeader, open_recording
 from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
 from rayform.catalog._store import Store, sha256_file
 from rayform.catalog._writer import asset_dir_for
 from rayform.errors import (
+    ConfigError,
     CorruptRecordingError,
     DuplicateSegmentError,
     InvalidNameError,
@@ -47,6 +50,34 @@ class OnDuplicate(str, Enum):
     ERROR = "error"
     SKIP = "skip"
     REPLACE = "replace"
+
+
+def registration_request(uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                         layer_name: str | Sequence[str], on_duplicate: OnDuplicate | str, *,
+                         caller: str) -> tuple[list[Path], list[str], OnDuplicate]:
+    """Validate ``register`` arguments: one layer per source, a known duplicate policy.
+
+    Raises:
+        ConfigError: mismatched ``layer_name`` list or unknown ``on_duplicate``.
+        InvalidNameError: a layer name with a path separator or ``..``.
+    """
+    paths = [Path(uris)] if isinstance(uris, str | os.PathLike) else [Path(u) for u in uris]
+    layers = [layer_name] * len(paths) if isinstance(layer_name, str) else list(layer_name)
+    if len(layers) != len(paths):
+        raise ConfigError(
+            f"{caller}: {len(layers)} layer names for {len(paths)} sources; give one name or "
+            "one per source"
+        )
+    for layer in layers:
+        validate_layer_name(layer)
+    try:
+        policy = OnDuplicate(on_duplicate)
+    except ValueError:
+        raise ConfigError(
+            f"{caller}: on_duplicate={on_duplicate!r} is not one of "
+            f"{[p.value for p in OnDuplicate]}"
+        ) from None
+    return paths, layers, policy
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,9 +19,12 @@ from rayform.catalog._catalog import Catalog
 from rayform.catalog._columns import DEFAULT_LAYER
 from rayform.catalog._dataset import DatasetEntry, RegistrationHandle
 from rayform.catalog._importers import find_importer
-from rayform.catalog._names import validate_layer_name
-from rayform.catalog._registration import OnDuplicate, PreparedLayer, prepare_layer
-from rayform.errors import ConfigError
+from rayform.catalog._registration import (
+    OnDuplicate,
+    PreparedLayer,
+    prepare_layer,
+    registration_request,
+)
 from rayform.ray._cluster import TaskOptions, run_tasks
 
 
@@ -54,23 +57,9 @@ def register_many(dataset: DatasetEntry,
         ``CorruptRecordingError`` …), or those of the commit (``DuplicateSegmentError``,
         ``SchemaConflictError``); in every case nothing is committed.
     """
-    paths = [uris] if isinstance(uris, str | os.PathLike) else list(uris)
-    sources = [str(Path(p).resolve()) for p in paths]
-    layers = [layer_name] * len(sources) if isinstance(layer_name, str) else list(layer_name)
-    if len(layers) != len(sources):
-        raise ConfigError(
-            f"register_many: {len(layers)} layer names for {len(sources)} sources; give one name "
-            "or one per source"
-        )
-    for layer in layers:
-        validate_layer_name(layer)
-    try:
-        policy = OnDuplicate(on_duplicate)
-    except ValueError:
-        raise ConfigError(
-            f"register_many: on_duplicate={on_duplicate!r} is not one of "
-            f"{[p.value for p in OnDuplicate]}"
-        ) from None
+    paths, layers, policy = registration_request(uris, layer_name, on_duplicate,
+                                                  caller="register_many")
+    sources = [str(p.resolve()) for p in paths]
     catalog = dataset.catalog
     catalog.require_writable()
     calls = [(catalog.url, source, layer) for source, layer in zip(sources, layers, strict=True)]
