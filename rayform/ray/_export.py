@@ -12,22 +12,19 @@ workers share).
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rayform.catalog._columns import TimelineKind
-from rayform.catalog.export._features import ExportFeature, select_features
+from rayform.catalog.export._features import ExportFeature
 from rayform.catalog.export._source import (
     ExportSource,
     TimeRanges,
-    pick_timeline,
-    resolve_source,
 )
 from rayform.catalog.export._video_encode import VideoEncoding
-from rayform.catalog.export.lerobot import LeRobotExport, _Episode, _Exporter
+from rayform.catalog.export.lerobot import LeRobotExport, _Episode, _Exporter, run_export
 from rayform.errors import ConfigError
 from rayform.ray._cluster import TaskOptions, batched, run_tasks
 
@@ -102,23 +99,9 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
         ColumnNotFoundError: an unknown timeline or column.
     """
     opts = options or TaskOptions()
-    if not fps > 0:
-        raise ConfigError(f"export_lerobot: fps must be positive, got {fps!r}")
-    resolved = resolve_source(source, time_ranges)
-    view = resolved.view
-    root = Path(out_dir).resolve()
-    if root.exists() and (not root.is_dir() or any(root.iterdir())):
-        raise ConfigError(f"export_lerobot: {root} exists and is not an empty folder; choose a "
-                          "new folder")
-    timeline_name, kind = pick_timeline(resolved, timeline)
-    chosen = select_features(view, features)
-    encoding = video or VideoEncoding()
-    tmp = root.with_name(f".{root.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
-        driver = _Exporter(tmp, chosen, timeline_name, kind, fps=fps, encoding=encoding,
-                           tolerance_s=tolerance_s)
+
+    def write_in_tasks(driver: _Exporter, resolved: ExportSource) -> None:
+        view = resolved.view
         jobs: list[tuple[str, int, int]] = []
         frames = 0
         for segment_id in view.segment_ids():
@@ -127,27 +110,20 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
             if length is not None:
                 jobs.append((segment_id, len(jobs), frames))
                 frames += length
-        plan = _ExportPlan(source=resolved, root=tmp, features=tuple(chosen),
-                           timeline=timeline_name, kind=kind, fps=fps, encoding=encoding,
-                           tolerance_s=tolerance_s, tasks=dict(driver.tasks))
+        plan = _ExportPlan(source=resolved, root=driver.root, features=tuple(driver.features),
+                           timeline=driver.timeline, kind=driver.kind, fps=driver.fps,
+                           encoding=driver.encoding, tolerance_s=driver.tolerance_s,
+                           tasks=dict(driver.tasks))
         groups = batched(jobs, opts.segments_per_task)
-        results = run_tasks(_export_group, [(plan, group) for group in groups], opts)
-        for result in results:
+        for result in run_tasks(_export_group, [(plan, group) for group in groups], opts):
             driver.episodes.extend(result.episodes)
             _merge_specs(driver.specs, result.specs)
             for method, count in result.videos_written.items():
                 driver.videos_written[method] += count
             driver.robot_types |= result.robot_types
-        written = driver.finish(robot_type)
-        if root.exists():
-            root.rmdir()
-        root.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp, root)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return LeRobotExport(root=root, num_episodes=written[0], num_frames=written[1],
-                         features=tuple(f.key for f in chosen), remuxed_videos=written[2],
-                         encoded_videos=written[3], skipped_segments=tuple(written[4]))
 
+    return run_export(source, out_dir, write_in_tasks, fps=fps, timeline=timeline,
+                      features=features, robot_type=robot_type, video=video,
+                      tolerance_s=tolerance_s, time_ranges=time_ranges)
 
 __all__ = ["export_lerobot"]

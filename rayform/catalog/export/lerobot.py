@@ -13,7 +13,7 @@ import os
 import shutil
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,12 @@ from rayform.catalog.export._lerobot_meta import (
 )
 from rayform.catalog.export._lerobot_stats import Stats, aggregate_stats, numeric_stats
 from rayform.catalog.export._lerobot_video import ProbeCache, WrittenVideo, write_episode_video
-from rayform.catalog.export._source import TimeRanges, pick_timeline, resolve_source
+from rayform.catalog.export._source import (
+    ExportSource,
+    TimeRanges,
+    pick_timeline,
+    resolve_source,
+)
 from rayform.catalog.export._video_encode import VideoEncoding
 from rayform.catalog.lerobot._layout import (
     DEFAULT_CHUNKS_SIZE,
@@ -94,10 +99,9 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
             segments at their pinned versions, within its time range).
         out_dir: the dataset folder to create.
         fps: the frame rate of the export grid (and of the videos).
-        timeline: the timeline to sample on; default a slice's time-range timeline, else
-            ``timestamp``, ``log_time``, ``video_time`` or ``frame_index``, whichever the
-            dataset has first. On a sequence
-            timeline every index value is one frame.
+        timeline: the timeline to sample on; default a slice's time-range timeline, else the
+            timeline most entities are logged on. On a sequence timeline every index value is
+            one frame.
         features: ``{lerobot_key: column}``; default every numeric list column (key: entity path
             with ``.`` separators, plus the field unless it is ``Scalars:scalars``) and every
             video / encoded-image column (key: entity path).
@@ -117,11 +121,35 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
     """
     from tqdm import tqdm
 
+    def write_sequentially(exporter: _Exporter, resolved: ExportSource) -> None:
+        show = progress if progress is not None else sys.stderr.isatty()
+        view = resolved.view
+        for segment_id in tqdm(view.segment_ids(), desc="export lerobot", unit="episode",
+                               disable=not show):
+            exporter.add(view.open_segment(segment_id), resolved.range_for(segment_id))
+
+    return run_export(source, out_dir, write_sequentially, fps=fps, timeline=timeline,
+                      features=features, robot_type=robot_type, video=video,
+                      tolerance_s=tolerance_s, time_ranges=time_ranges)
+
+
+EpisodeWriter = Callable[["_Exporter", ExportSource], None]
+
+
+def run_export(source: Any, out_dir: str | os.PathLike[str], write: EpisodeWriter, *,
+               fps: float, timeline: str | None, features: Mapping[str, str] | None,
+               robot_type: str | None, video: VideoEncoding | None, tolerance_s: float,
+               time_ranges: TimeRanges | None) -> LeRobotExport:
+    """The export driver: validate, let ``write`` add the episodes, write metadata, publish.
+
+    ``write(exporter, source)`` adds every episode (in this process, or gathered from workers);
+    the folder appears atomically (written under a temporary name, then renamed).
+    """
     if not fps > 0:
         raise ConfigError(f"export_lerobot: fps must be positive, got {fps!r}")
     resolved = resolve_source(source, time_ranges)
     view = resolved.view
-    root = Path(out_dir)
+    root = Path(out_dir).resolve()
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise ConfigError(f"export_lerobot: {root} exists and is not an empty folder; choose a "
                           "new folder")
@@ -134,10 +162,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
     try:
         exporter = _Exporter(tmp, chosen, timeline_name, kind, fps=fps, encoding=encoding,
                              tolerance_s=tolerance_s)
-        show = progress if progress is not None else sys.stderr.isatty()
-        for segment_id in tqdm(view.segment_ids(), desc="export lerobot", unit="episode",
-                               disable=not show):
-            exporter.add(view.open_segment(segment_id), resolved.range_for(segment_id))
+        write(exporter, resolved)
         result = exporter.finish(robot_type)
         if root.exists():
             root.rmdir()
@@ -162,6 +187,7 @@ class _Exporter:
         self.kind = kind
         self.fps = fps
         self.encoding = encoding
+        self.tolerance_s = tolerance_s
         self.tolerance = round(tolerance_s * 1e9) if kind != "sequence" else 0
         self.tasks: dict[str, int] = {}
         self.episodes: list[_Episode] = []
