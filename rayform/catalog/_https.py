@@ -108,17 +108,6 @@ class HttpTransport(Transport):
             self._drop()
 
     # ---------------------------------------------------------------------------- reads
-    def get(self, key: str) -> bytes:
-        chunks: list[bytes] = []
-
-        class _Collect:
-            def write(self, data: bytes, /) -> int:
-                chunks.append(data)
-                return len(data)
-
-        self.download(key, _Collect())
-        return b"".join(chunks)
-
     def download(self, key: str, sink: Sink) -> None:
         resp = self._request("GET", key)
         expected = resp.getheader("Content-Length")

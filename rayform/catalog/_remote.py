@@ -11,6 +11,7 @@ seen serves offline use.
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -40,9 +41,11 @@ class Transport(ABC):
     url: str
     writable: bool
 
-    @abstractmethod
     def get(self, key: str) -> bytes:
-        """The whole content of a small file."""
+        """The whole content of a small file (through :meth:`download`)."""
+        buffer = io.BytesIO()
+        self.download(key, buffer)
+        return buffer.getvalue()
 
     @abstractmethod
     def download(self, key: str, sink: Sink) -> None:

@@ -140,17 +140,6 @@ class S3Transport(Transport):
                            "prefix and your permissions")
 
     # ---------------------------------------------------------------------------- reads
-    def get(self, key: str) -> bytes:
-        chunks: list[bytes] = []
-
-        class _Collect:
-            def write(self, data: bytes, /) -> int:
-                chunks.append(data)
-                return len(data)
-
-        self.download(key, _Collect())
-        return b"".join(chunks)
-
     def download(self, key: str, sink: Sink) -> None:
         _, botocore = _boto()
         what = f"GET {self.url}/{key}"
