@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 from rayform.catalog._catalog import Catalog
-from rayform.catalog._dataset import (
-    DatasetEntry,
-    DatasetView,
-    RegistrationHandle,
-    RegistrationResult,
-)
+from rayform.catalog._dataset import DatasetView
+from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle, RegistrationResult
 from rayform.catalog._importers import Importer, register_importer
 from rayform.catalog._listing import index_catalog
 from rayform.catalog._pull import PullResult, pull_slice

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from rayform.catalog._dataset import DatasetEntry
+from rayform.catalog._dataset_entry import DatasetEntry
 from rayform.catalog._metadata import (
     FORMAT_VERSION,
     CatalogMeta,

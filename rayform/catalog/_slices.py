@@ -24,7 +24,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from rayform.catalog._columns import SEGMENT_ID, TimelineKind
-from rayform.catalog._dataset import DatasetEntry, DatasetView
+from rayform.catalog._dataset import DatasetView
+from rayform.catalog._dataset_entry import DatasetEntry
 from rayform.catalog._metadata import FORMAT_VERSION, SegmentRecord, dump_model, parse_model
 from rayform.catalog._query import translate_errors
 from rayform.catalog._tables import entity_ranges

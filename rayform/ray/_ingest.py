@@ -17,7 +17,7 @@ from pathlib import Path
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._columns import DEFAULT_LAYER
-from rayform.catalog._dataset import DatasetEntry, RegistrationHandle
+from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle
 from rayform.catalog._importers import find_importer
 from rayform.catalog._registration import (
     OnDuplicate,
