@@ -28,9 +28,10 @@ from rayform.catalog._metadata import (
 )
 from rayform.catalog._names import validate_entry_name
 from rayform.catalog._query import QueryPlane
+from rayform.catalog._registration import schema_to_text
 from rayform.catalog._store import Store, open_store
-from rayform.catalog._table_entry import TableEntry, initial_table_version
-from rayform.catalog._versions import entry_prefix, version_key
+from rayform.catalog._table_entry import TableEntry
+from rayform.catalog._versions import entry_prefix
 from rayform.errors import (
     CatalogNotFoundError,
     EntryExistsError,
@@ -121,12 +122,15 @@ class Catalog:
     def tables(self) -> list[TableEntry]:
         return [self.get_table(n) for n in self.table_names()]
 
-    def _create_entry(self, name: str, kind: str, exist_ok: bool) -> EntryMeta:
+    def _create_entry(self, name: str, kind: str, exist_ok: bool, *,
+                      table_schema: pa.Schema | None = None) -> EntryMeta:
         validate_entry_name(name)
         self.require_writable()
         meta = EntryMeta(format="rayform-entry", format_version=FORMAT_VERSION,
                          id=uuid.uuid4().hex, name=name, kind=kind,  # type: ignore[arg-type]
-                         created_at_ns=time.time_ns())
+                         created_at_ns=time.time_ns(),
+                         table_schema_ipc=None if table_schema is None
+                         else schema_to_text(table_schema))
         if self.store.create_exclusive(f"{entry_prefix(name)}/entry.json", dump_model(meta)):
             return meta
         existing = self._entry_meta(name)
@@ -162,11 +166,8 @@ class Catalog:
         return DatasetEntry(self, self._get_meta(name, "dataset"))
 
     def create_table(self, name: str, schema: pa.Schema, *, exist_ok: bool = False) -> TableEntry:
-        """Create an empty table with ``schema``."""
-        meta = self._create_entry(name, "table", exist_ok)
-        snapshot = initial_table_version(schema)
-        self.store.create_exclusive(version_key(name, 1), dump_model(snapshot))
-        return TableEntry(self, meta)
+        """Create an empty table with ``schema`` (one atomic write)."""
+        return TableEntry(self, self._create_entry(name, "table", exist_ok, table_schema=schema))
 
     def get_table(self, name: str) -> TableEntry:
         return TableEntry(self, self._get_meta(name, "table"))

@@ -42,6 +42,9 @@ class EntryMeta(_Strict):
     name: str
     kind: Literal["dataset", "table"]
     created_at_ns: int
+    # Tables only: the schema at creation (base64 Arrow IPC), so that creating a table is one
+    # atomic write; its first data commit is snapshot 1.
+    table_schema_ipc: str | None = None
 
 
 class IndexRange(_Strict):

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from rayform.catalog._metadata import FORMAT_VERSION, EntryMeta, TableVersion
-from rayform.catalog._registration import schema_from_text, schema_to_text
+from rayform.catalog._registration import schema_from_text
 from rayform.catalog._versions import commit, latest_version_number, load_version
-from rayform.errors import SchemaConflictError
+from rayform.errors import CorruptMetadataError, SchemaConflictError
 
 if TYPE_CHECKING:
     import datafusion
@@ -35,7 +35,20 @@ class TableEntry:
 
     def _snapshot(self) -> TableVersion:
         number = latest_version_number(self._catalog.store, self.name)
-        return load_version(self._catalog.store, self.name, number, TableVersion)
+        if number:
+            return load_version(self._catalog.store, self.name, number, TableVersion)
+        return self._empty()
+
+    def _empty(self) -> TableVersion:
+        """Snapshot 0: no rows, the schema given at creation."""
+        if self._meta.table_schema_ipc is None:
+            raise CorruptMetadataError(
+                f"{self._catalog.url}/entries/{self.name}/entry.json: table entry has no "
+                "table_schema_ipc; recreate the table"
+            )
+        return TableVersion(format="rayform-table-version", format_version=FORMAT_VERSION,
+                            version=0, committed_at_ns=self._meta.created_at_ns,
+                            schema_ipc=self._meta.table_schema_ipc, objects=[], num_rows=0)
 
     def arrow_schema(self) -> pa.Schema:
         return schema_from_text(self._snapshot().schema_ipc)
@@ -79,7 +92,7 @@ class TableEntry:
         digest = self._catalog.store_table_object(table)
 
         def mutate(old: TableVersion | None, number: int) -> TableVersion:
-            assert old is not None
+            old = old or self._empty()
             objects = [digest] if overwrite else [*old.objects, digest]
             rows = table.num_rows if overwrite else old.num_rows + table.num_rows
             return old.model_copy(update={"version": number, "committed_at_ns": time.time_ns(),
@@ -88,10 +101,4 @@ class TableEntry:
         commit(self._catalog.store, self.name, TableVersion, mutate)
 
 
-def initial_table_version(schema: pa.Schema) -> TableVersion:
-    return TableVersion(format="rayform-table-version", format_version=FORMAT_VERSION, version=1,
-                        committed_at_ns=time.time_ns(), schema_ipc=schema_to_text(schema),
-                        objects=[], num_rows=0)
-
-
-__all__ = ["TableEntry", "initial_table_version"]
+__all__ = ["TableEntry"]

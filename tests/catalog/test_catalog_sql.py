@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import datafusion
@@ -128,3 +129,16 @@ def test_missing_parameter_raises_query_error(robots: DatasetEntry) -> None:
     with pytest.raises(QueryError):
         robots.catalog.sql("SELECT * FROM robots.segments WHERE rerun_segment_id = $id",
                            param_values={"other": 1}).to_arrow_table()
+
+
+def test_create_table_is_one_atomic_write(tmp_path: Path) -> None:
+    """Creating a table writes only its entry file; a crash can never leave half a table."""
+    cat = Catalog.create(tmp_path / "cat")
+    schema = pa.schema([("episode", pa.string()), ("reward", pa.float64())])
+    before = {p for p in (tmp_path / "cat").rglob("*") if p.is_file()}
+    table = cat.create_table("rewards", schema)
+    written = {p for p in (tmp_path / "cat").rglob("*") if p.is_file()} - before
+    assert [p.name for p in written if ".listing" not in p.name] == ["entry.json"]
+    assert table.to_arrow().num_rows == 0 and table.arrow_schema() == schema
+    table.append(episode=["a"], reward=[1.5])
+    assert cat.get_table("rewards").to_arrow().to_pylist() == [{"episode": "a", "reward": 1.5}]
