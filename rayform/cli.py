@@ -1,4 +1,4 @@
-"""The ``rayform`` command: catalogs, registration, SQL, and the demo."""
+"""The rayform command: catalogs, registration, SQL, statistics, export, slices and the demo."""
 
 from __future__ import annotations
 
