@@ -32,7 +32,7 @@ from rayform.catalog._names import validate_layer_name, validate_segment_id
 from rayform.catalog._recording import PropertyValue, RecordingHeader, open_recording
 from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
-from rayform.catalog._store import Store, sha256_file
+from rayform.catalog._store import Store, object_key, sha256_file
 from rayform.catalog._writer import asset_dir_for
 from rayform.errors import (
     ConfigError,
@@ -134,7 +134,7 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
             raise CorruptRecordingError(
                 f"{recording}: asset {digest} ({info.media_type}) is missing from {asset_dir}"
             )
-        if sha256_file(src) != digest:
+        if verified_digest(src) != digest:
             raise CorruptRecordingError(f"{src}: content does not match its name (damaged asset)")
         asset_sources.append(src)
     layer = LayerRecord(
@@ -152,6 +152,27 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
                          source=recording, asset_sources=tuple(asset_sources))
 
 
+_VERIFIED_MAX = 4096
+_verified: dict[tuple[int, int, int, int], str] = {}
+
+
+def verified_digest(path: Path) -> str:
+    """sha256 of a file, hashed once per process per (device, inode, size, mtime).
+
+    Recordings of one source often share an asset file (hard links to one MP4), so each episode
+    would otherwise hash the same bytes again.
+    """
+    st = path.stat()
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    digest = _verified.get(key)
+    if digest is None:
+        digest = sha256_file(path)
+        if len(_verified) >= _VERIFIED_MAX:
+            _verified.clear()
+        _verified[key] = digest
+    return digest
+
+
 def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
     """Copy an inspected layer's recording file and assets into the store (content-addressed)."""
     if prepared.is_stored:
@@ -159,6 +180,11 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
     assert prepared.source is not None
     assets: dict[str, int] = {}
     for src in prepared.asset_sources:
+        # An asset shared by many recordings (one LeRobot v3.0 MP4 holds many episodes) is
+        # copied once: its name is its verified digest, and stored objects never change.
+        if store.exists(object_key(src.name)):
+            assets[src.name] = src.stat().st_size
+            continue
         stored, size = store.put_object(src)
         assets[stored] = size
     digest, size = store.put_object(prepared.source)

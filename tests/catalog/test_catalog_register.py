@@ -252,3 +252,38 @@ def test_unregister_nothing_commits_nothing(tmp_path: Path) -> None:
     before = ds.snapshot_version
     ds.unregister(segments_to_drop=[])
     assert ds.refresh().snapshot_version == before and ds.segment_ids() == ["a"]
+
+
+def test_shared_asset_is_hashed_and_copied_once(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many episodes pointing into one video file (LeRobot v3.0) store and verify it once."""
+    from rayform.catalog import RecordingWriter, _registration
+    from rayform.catalog._store import LocalStore
+
+    video = tmp_path / "shared.mp4"
+    video.write_bytes(bytes(range(256)) * 4096)  # 1 MiB stand-in; only hashed and copied here
+    paths = []
+    for i in range(4):
+        with RecordingWriter(tmp_path / f"ep{i}.rfr", recording_id=f"ep{i}") as rec:
+            rec.log_video_asset("/cam", video, timelines={"frame_index": np.arange(3) + 3 * i},
+                                frame_timestamps_ns=np.arange(3) * 33_333_333 + i * 10**8,
+                                is_keyframe=[True, False, False])
+        paths.append(str(tmp_path / f"ep{i}.rfr"))
+    hashed: list[Path] = []
+    copied: list[Path] = []
+    real_hash, real_put = _registration.sha256_file, LocalStore.put_object
+    monkeypatch.setattr(_registration, "_verified", {})
+    monkeypatch.setattr(_registration, "sha256_file",
+                        lambda p: hashed.append(p) or real_hash(p))
+    monkeypatch.setattr(LocalStore, "put_object",
+                        lambda self, src: copied.append(src) or real_put(self, src))
+    ds = Catalog.create(tmp_path / "cat").create_dataset("v3")
+    ds.register(paths).wait()
+    digests = {d for r in ds.segment_records() for layer in r.layers.values() for d in layer.assets}
+    assert len(digests) == 1
+    digest = digests.pop()
+    assert sum(p.name == digest for p in hashed) == 1
+    assert sum(p.name == digest for p in copied) <= 2  # two store threads may race once
+    assert sum(p.suffix == ".rfr" for p in copied) == 4
+    stored = ds.open_segment("ep3").asset_path(digest)
+    assert stored.read_bytes() == video.read_bytes()
