@@ -72,6 +72,9 @@ def test_demo_writes_catalog_and_prints_summary(tmp_path: Path) -> None:
     assert "pick up the red cube" in proc.stdout and "open the drawer" in proc.stdout
     # 4 episodes x 4 s on a 15 Hz grid, trimmed by the 15-step action window: 4 x (60 - 15)
     assert "180 samples" in proc.stdout
+    # episode 3 ("open the drawer") is the one failure: 1 of 2 drawer episodes succeed
+    assert any(line.startswith("open the drawer") and "| 1 " in line
+               for line in proc.stdout.splitlines())
     assert "action  (32, 16, 7) float32" in proc.stdout
     assert "wrist   (32, 3, 224, 224) uint8" in proc.stdout
     dataset = Catalog.open(cat).get_dataset("demo")
