@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from rayform.catalog._retry import RetryPolicy, TransientError
+from rayform.catalog._store import sha256_file
 
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
@@ -108,7 +109,7 @@ class ObjectCache:
         stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         if self._verified.get(digest) == stamp:
             return path
-        if _sha256_of(path) != digest:
+        if sha256_file(path) != digest:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # corrupt: readers holding it open keep their inode
             self._verified.pop(digest, None)
@@ -279,14 +280,6 @@ class MetadataCache:
     def put(self, space: str, name: str, data: bytes) -> None:
         digest = self.cache.put_bytes(data)
         self.cache.write_pointer(self._pointer(space, name), digest)
-
-
-def _sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def _sweep_stale_parts(tmp: Path) -> None:
