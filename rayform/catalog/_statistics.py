@@ -42,8 +42,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rayform.catalog._columns import SEGMENT_ID, VIDEO_FRAME_TIMESTAMP, entity_of
 from rayform.errors import ConfigError
+from rayform.recording._columns import SEGMENT_ID, VIDEO_FRAME_TIMESTAMP, entity_of
 
 if TYPE_CHECKING:
     from rayform.catalog._dataset import DatasetView

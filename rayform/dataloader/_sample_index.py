@@ -24,10 +24,10 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.catalog import DatasetView
-from rayform.catalog._columns import RANGE_END_SUFFIX, RANGE_START_SUFFIX, SEGMENT_ID
 from rayform.decoders import IndexValue
 from rayform.decoders._requests import index_value_of
 from rayform.errors import ColumnNotFoundError, ConfigError
+from rayform.recording._columns import RANGE_END_SUFFIX, RANGE_START_SUFFIX, SEGMENT_ID
 
 if TYPE_CHECKING:
     from rayform.dataloader._config import DataSource, EdgeMode, Field

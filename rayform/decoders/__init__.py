@@ -23,14 +23,14 @@ from rayform.decoders._numeric import NumericDecoder
 from rayform.decoders._requests import RequestArrays, output_row_matrix
 
 _LAZY = {
-    "VideoAssetInfo": "rayform.decoders._video_asset",
+    "VideoAssetInfo": "rayform.media._video_asset",
     "VideoFrameDecoder": "rayform.decoders._video",
     "Yuv420Collator": "rayform.decoders._yuv",
     "Yuv420Frame": "rayform.decoders._yuv",
-    "available_video_codecs": "rayform.decoders._encode",
-    "encode_video_packets": "rayform.decoders._encode",
-    "probe_video_asset": "rayform.decoders._video_asset",
-    "write_video_mp4": "rayform.decoders._encode",
+    "available_video_codecs": "rayform.media._video_encode",
+    "encode_video_packets": "rayform.media._video_encode",
+    "probe_video_asset": "rayform.media._video_asset",
+    "write_video_mp4": "rayform.media._video_encode",
 }
 
 

@@ -22,22 +22,8 @@ from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, Final, Literal
 
-from rayform.catalog._columns import (
-    VIDEO_ASSET,
-    VIDEO_FRAME_TIMESTAMP,
-    column_name,
-    entity_of,
-    sibling_column,
-)
+from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
-from rayform.decoders._video_asset import AssetCache, AssetPackets
-from rayform.decoders._video_codec import UnknownCodecError, require_av
-from rayform.decoders._video_frames import (
-    PacketColumn,
-    first_timestamps,
-    is_packet_column,
-    is_timestamp_column,
-)
 from rayform.decoders._video_output import Captured, CopyOutputs, ViewOutputs
 from rayform.decoders._video_plan import (
     FrameKey,
@@ -50,6 +36,21 @@ from rayform.decoders._video_plan import (
 from rayform.decoders._video_pool import RunPool
 from rayform.decoders._video_runs import RunDecoder, RunFailedError
 from rayform.errors import ConfigError, FormatError
+from rayform.media._video_asset import AssetPackets
+from rayform.media._video_codec import UnknownCodecError, require_av
+from rayform.media._video_frames import (
+    PacketColumn,
+    first_timestamps,
+    is_packet_column,
+    is_timestamp_column,
+)
+from rayform.recording._columns import (
+    VIDEO_ASSET,
+    VIDEO_FRAME_TIMESTAMP,
+    column_name,
+    entity_of,
+    sibling_column,
+)
 
 WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
