@@ -24,6 +24,7 @@ from typing import Any, Final, Literal
 
 from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
+from rayform.decoders._thread_pool import ThreadPool
 from rayform.decoders._video_output import Captured, CopyOutputs, ViewOutputs
 from rayform.decoders._video_plan import (
     FrameKey,
@@ -33,7 +34,6 @@ from rayform.decoders._video_plan import (
     plan_packet_runs,
     schedule_runs,
 )
-from rayform.decoders._video_pool import RunPool
 from rayform.decoders._video_runs import RunDecoder, RunFailedError
 from rayform.errors import ConfigError, FormatError
 from rayform.media._video_asset import AssetPackets
@@ -157,7 +157,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self._stats_lock = threading.Lock()
         self._resumed = 0
         self._started = 0
-        self._pool = RunPool(self.decode_threads)
+        self._pool = ThreadPool(self.decode_threads, name="rayform-video")
 
     # ------------------------------------------------------------------ configuration surface
     def __repr__(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any, Final
 import numpy as np
 import pyarrow as pa
 
+from rayform._atomic import atomic_path
 from rayform._optional import require
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._segment_data import SegmentData
@@ -58,14 +59,9 @@ def export_rrd(view: DatasetView, segment_id: str, out_path: str | os.PathLike[s
     chunks = list(_chunks(chunk_mod, seg, wanted))
     chunks.extend(_property_chunks(chunk_mod, seg))
     path = Path(out_path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    try:
+    with atomic_path(path) as tmp:
         chunk_mod.LazyChunkStream.from_iter(chunks).write_rrd(
             tmp, application_id=application_id or view.name, recording_id=segment_id)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -18,13 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from rayform.errors import ConfigError
-from rayform.exporters._features import ExportFeature
-from rayform.exporters._source import (
+from rayform.exporters import VideoEncoding
+from rayform.exporters.lerobot import (
+    EpisodeExporter,
+    ExportedEpisode,
+    ExportFeature,
     ExportSource,
+    LeRobotExport,
     TimeRanges,
+    run_export,
 )
-from rayform.exporters._video_encode import VideoEncoding
-from rayform.exporters.lerobot import LeRobotExport, _Episode, _Exporter, run_export
 from rayform.ray._cluster import TaskOptions, batched, run_tasks
 from rayform.recording._columns import TimelineKind
 
@@ -43,8 +46,8 @@ class _ExportPlan:
     tolerance_s: float
     tasks: Mapping[str, int]
 
-    def exporter(self) -> _Exporter:
-        exporter = _Exporter(self.root, list(self.features), self.timeline, self.kind,
+    def exporter(self) -> EpisodeExporter:
+        exporter = EpisodeExporter(self.root, list(self.features), self.timeline, self.kind,
                              fps=self.fps, encoding=self.encoding, tolerance_s=self.tolerance_s)
         exporter.tasks = dict(self.tasks)
         return exporter
@@ -52,7 +55,7 @@ class _ExportPlan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _GroupResult:
-    episodes: list[_Episode]
+    episodes: list[ExportedEpisode]
     specs: dict[str, dict[str, Any]]
     videos_written: dict[str, int]
     robot_types: set[str]
@@ -100,7 +103,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
     """
     opts = options or TaskOptions()
 
-    def write_in_tasks(driver: _Exporter, resolved: ExportSource) -> None:
+    def write_in_tasks(driver: EpisodeExporter, resolved: ExportSource) -> None:
         view = resolved.view
         jobs: list[tuple[str, int, int]] = []
         frames = 0

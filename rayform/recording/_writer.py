@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from rayform._atomic import atomic_path
 from rayform.errors import ConfigError, SchemaConflictError
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
@@ -357,21 +358,19 @@ class RecordingWriter:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
         _, table = self.build_table()
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_name(f".{self._path.name}.tmp-{os.getpid()}")
-        with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-            for batch in table.to_batches():
-                writer.write_batch(batch)
-        if self._assets:
-            asset_dir = asset_dir_for(self._path)
-            asset_dir.mkdir(parents=True, exist_ok=True)
-            for digest, (src, _) in self._assets.items():
-                dest = asset_dir / digest
-                if isinstance(src, bytes):
-                    dest.write_bytes(src)
-                else:
-                    _link_or_copy(src, dest)
-        os.replace(tmp, self._path)
+        with atomic_path(self._path) as tmp:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                for batch in table.to_batches():
+                    writer.write_batch(batch)
+            if self._assets:
+                asset_dir = asset_dir_for(self._path)
+                asset_dir.mkdir(parents=True, exist_ok=True)
+                for digest, (src, _) in self._assets.items():
+                    dest = asset_dir / digest
+                    if isinstance(src, bytes):
+                        dest.write_bytes(src)
+                    else:
+                        _link_or_copy(src, dest)
         self._closed = True
         return self._path
 

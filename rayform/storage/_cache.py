@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
+from rayform._atomic import write_atomic
 from rayform.storage._retry import RetryPolicy, TransientError
 from rayform.storage._store import sha256_file
 
@@ -227,14 +228,7 @@ class ObjectCache:
                 return
         except (FileNotFoundError, UnicodeDecodeError, NotADirectoryError):
             pass
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-        try:
-            tmp.write_text(digest)
-            os.replace(tmp, path)
-        finally:
-            with contextlib.suppress(FileNotFoundError):
-                tmp.unlink()
+        write_atomic(path, digest.encode())
 
     @contextlib.contextmanager
     def _lock(self, digest: str) -> Iterator[None]:

@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from rayform._atomic import write_atomic
 from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 
 LISTING_NAME = ".listing.json"
@@ -101,15 +102,9 @@ class LocalListings:
             return None
 
     def _write(self, key: str, data: bytes) -> None:
-        dest = self._path(key)
         staging = self.root / STAGING_DIR  # a killed writer leaves no stray file in the folder
         staging.mkdir(exist_ok=True)
-        tmp = staging / f"{LISTING_NAME}.{os.getpid()}.{os.urandom(4).hex()}.tmp"
-        try:
-            tmp.write_bytes(data)
-            os.replace(tmp, dest)
-        finally:
-            tmp.unlink(missing_ok=True)
+        write_atomic(self._path(key), data, tmp_dir=staging)
 
     def refresh_above(self, key: str) -> None:
         """Update the listing of every folder above a newly created ``key``."""

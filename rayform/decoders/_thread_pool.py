@@ -1,4 +1,7 @@
-"""Per-process thread pools for decoding and block prefetch (rebuilt after fork, never pickled).
+"""Per-process thread pools for decoding and prefetch (rebuilt after fork, never pickled).
+
+One pool type with one default size serves the dataloader's block decode, its block prefetch and
+the video decoder's independent runs.
 
 On a few cores, threads inside one process beat DataLoader worker processes: the JPEG decoders and
 PyAV release the GIL, while moving a batch through shared memory costs about as much as decoding
@@ -9,9 +12,11 @@ forks without carrying threads along.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
+
+from torch.utils.data import get_worker_info
 
 from rayform.errors import ConfigError
 
@@ -30,8 +35,6 @@ def available_cpus() -> int:
 
 def default_decode_threads() -> int:
     """One per available CPU (up to 8) in the main process; 1 inside a DataLoader worker."""
-    from torch.utils.data import get_worker_info
-
     if get_worker_info() is not None:
         return 1
     return max(1, min(MAX_DEFAULT_THREADS, available_cpus()))
@@ -100,6 +103,31 @@ class ThreadPool:
                 future.set_exception(err)
             return future
         return executor.submit(fn, *args)
+
+    def map(self, fn: Callable[[_T], object], jobs: Sequence[_T]) -> None:
+        """Run ``fn`` on every job, concurrently when the pool has threads; re-raise the first error.
+
+        All jobs finish before this returns, even when one fails.
+        """
+        executor = self._ensure()
+        if executor is None or len(jobs) <= 1:
+            for job in jobs:
+                fn(job)
+            return
+        local = jobs[:1] if self._helpers else []
+        futures = [executor.submit(fn, job) for job in jobs[len(local):]]
+        error: BaseException | None = None
+        for job in local:
+            try:
+                fn(job)
+            except BaseException as err:  # re-raised once the helpers are done
+                error = err
+        for future in futures:
+            exc = future.exception()
+            if exc is not None and error is None:
+                error = exc
+        if error is not None:
+            raise error
 
     def shutdown(self) -> None:
         if self._executor is not None and self._pid == os.getpid():
