@@ -92,7 +92,13 @@ def take_rows(values: pa.Array, need: npt.NDArray[np.int64]) -> tuple[pa.Array, 
     lo, hi = int(need[0]), int(need[-1]) + 1
     if hi - lo <= 2 * len(need):
         return values.slice(lo, hi - lo), lo, True
-    return values.take(pa.array(need, type=pa.int64())), 0, False
+    return values.take(int64_array(need)), 0, False
+
+
+def int64_array(values: npt.NDArray[np.int64]) -> pa.Array:
+    """An Arrow ``int64`` array over ``values`` (zero-copy; ``pa.array`` would cost ~0.2 ms)."""
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
 
 
 def covered_rows(starts: npt.NDArray[np.int64], stops: npt.NDArray[np.int64]

@@ -32,7 +32,6 @@ import pyarrow as pa
 import torch
 
 from rayform.catalog import DatasetView, SegmentData
-from rayform.dataloader._allocator import tune_allocator
 from rayform.dataloader._config import EdgeMode, Field
 from rayform.dataloader._gather import dense_column, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
@@ -137,7 +136,6 @@ class SamplePipeline:
         self._pool = ThreadPool(decode_threads, name="rayform-decode", helpers=True)
         self._columns = SegmentColumns(view, index)
         self._keyframe_index = KeyframeIndex(self._columns)
-        tune_allocator()
 
     def _check_keys(self) -> None:
         keys = {p.key for p in self._plans}
@@ -163,7 +161,6 @@ class SamplePipeline:
             setattr(self, name, value)
         self._columns = SegmentColumns(self._view, self._index)
         self._keyframe_index = KeyframeIndex(self._columns)
-        tune_allocator()
 
     # ---------------------------------------------------------------------------- access
     @property

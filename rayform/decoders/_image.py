@@ -2,7 +2,10 @@
 
 Decoding itself is :mod:`rayform.media._image` (simplejpeg, else Pillow). The decoder is
 thread-safe and both libraries release the GIL while decoding, so the pipeline splits a block's
-images across its decode threads.
+images across its decode threads. When every image of a call is a JPEG of one size, they are
+decoded straight into one planar buffer ``[N, T, C, H, W]`` taken from the process's
+:data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), and
+each sample's tensor is a view of its slot.
 """
 
 from __future__ import annotations
@@ -15,8 +18,14 @@ import torch
 
 from rayform.decoders._arrow import BlobReader
 from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeRequest, FieldBatch
+from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._requests import output_row_matrix
-from rayform.media._image import decode_image_planes, require_image_backend
+from rayform.media._image import (
+    decode_image_planes,
+    decode_jpeg_planes_into,
+    jpeg_planes_shape,
+    require_image_backend,
+)
 
 
 def decode_image_chw(data: bytes | memoryview, *, use_simplejpeg: bool = True
@@ -58,6 +67,57 @@ class ImageDecoder(ColumnDecoder):
 
 def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool
                  ) -> list[torch.Tensor | None]:
+    blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
+    shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
+    if len(shapes) == 1:
+        shape = shapes.pop()
+        if shape is not None:
+            return _decode_into_slab(blobs, rows, shape, windowed=windowed)
+    return _decode_one_by_one(reader, rows, windowed=windowed)
+
+
+def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
+                      shape: tuple[int, int, int], *, windowed: bool
+                      ) -> list[torch.Tensor | None]:
+    """Every output frame decoded (or, for a repeated row, copied) into its slot of one pooled
+    ``[N, T, C, H, W]`` buffer; request ``i`` gets slot ``i`` (``[T, C, H, W]`` windowed, else
+    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable."""
+    n, width = rows.shape
+    frame_bytes = shape[0] * shape[1] * shape[2]
+    slab = FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape)
+    first: dict[int, npt.NDArray[np.uint8] | None] = {}
+    complete = np.ones(n, dtype=np.bool_)
+    for i, request_rows in enumerate(rows.tolist()):
+        for t, row in enumerate(request_rows):
+            slot = slab[i, t]
+            if row in first:
+                source = first[row]
+                if source is None:
+                    complete[i] = False
+                else:
+                    np.copyto(slot, source)
+                continue
+            blob = blobs[row]
+            ok = blob is not None and (decode_jpeg_planes_into(blob, slot)
+                                       or _pillow_into(blob, slot))
+            first[row] = slot if ok else None
+            complete[i] &= ok
+    tensor = torch.from_numpy(slab)
+    return [(tensor[i] if windowed else tensor[i, 0]) if complete[i] else None
+            for i in range(n)]
+
+
+def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8]) -> bool:
+    """A JPEG simplejpeg refused (slightly damaged): Pillow may still read it."""
+    planes = decode_image_planes(blob, use_simplejpeg=False)
+    if planes is None or planes.shape != slot.shape or planes.dtype != slot.dtype:
+        return False
+    np.copyto(slot, planes)
+    return True
+
+
+def _decode_one_by_one(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool
+                       ) -> list[torch.Tensor | None]:
     decoded: dict[int, torch.Tensor | None] = {}
     used: set[int] = set()
     out: list[torch.Tensor | None] = []

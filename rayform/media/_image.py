@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -79,6 +80,58 @@ def decode_image_planes(data: bytes | memoryview, *, use_simplejpeg: bool = True
     return planar
 
 
+def jpeg_planes_shape(data: bytes | memoryview) -> tuple[int, int, int] | None:
+    """``(C, H, W)`` of a JPEG that :func:`decode_jpeg_planes_into` can decode, else ``None``.
+
+    Reads the header only (microseconds). ``None`` for other formats, CMYK JPEGs, damaged headers,
+    a big-endian machine or a missing simplejpeg: decode those with :func:`decode_image_planes`.
+    """
+    if _simplejpeg is None or not _LITTLE_ENDIAN or bytes(data[:2]) != _JPEG_MAGIC:
+        return None
+    try:
+        height, width, colorspace, _ = _simplejpeg.decode_jpeg_header(data)
+    except ValueError:
+        return None
+    if colorspace == "Gray":
+        return 1, int(height), int(width)
+    if colorspace in ("RGB", "YCbCr"):
+        return 3, int(height), int(width)
+    return None
+
+
+def decode_jpeg_planes_into(data: bytes | memoryview, out: npt.NDArray[np.uint8]) -> bool:
+    """Decode a JPEG into the planar ``uint8`` array ``out`` (``[C, H, W]``, C-contiguous).
+
+    ``out`` has the shape :func:`jpeg_planes_shape` gave. Nothing is allocated: grey JPEGs are
+    decoded straight into ``out``, colour ones into a per-thread RGBX scratch buffer that stays in
+    the CPU cache and is then split into the planes. Returns ``False`` when simplejpeg cannot
+    decode the data (``out`` is then undefined; Pillow may still read it, see
+    :func:`decode_image_planes`).
+    """
+    channels, height, width = out.shape
+    try:
+        if channels == 1:
+            _simplejpeg.decode_jpeg(data, colorspace="GRAY", buffer=out)
+            return True
+        scratch = _rgbx_scratch(height, width)
+        _simplejpeg.decode_jpeg(data, colorspace="RGBX", buffer=scratch)
+    except ValueError:
+        return False
+    _split_rgbx(scratch, out)
+    return True
+
+
+_scratch = threading.local()
+
+
+def _rgbx_scratch(height: int, width: int) -> npt.NDArray[np.uint8]:
+    buffer: npt.NDArray[np.uint8] | None = getattr(_scratch, "rgbx", None)
+    if buffer is None or buffer.shape != (height, width, 4):
+        buffer = np.empty((height, width, 4), dtype=np.uint8)
+        _scratch.rgbx = buffer
+    return buffer
+
+
 def _decode_simplejpeg(data: bytes | memoryview, *, colorspace_rgb: str
                        ) -> npt.NDArray[np.uint8] | None:
     """simplejpeg's decode of a colour or grey JPEG; ``None`` to let Pillow decide."""
@@ -98,12 +151,17 @@ def _decode_simplejpeg(data: bytes | memoryview, *, colorspace_rgb: str
 def _rgbx_planes(rgbx: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
     """``[H, W, 4]`` RGBX bytes to ``[3, H, W]`` planes (little-endian pixel words)."""
     h, w, _ = rgbx.shape
-    words = rgbx.view(np.uint32).reshape(h, w)
     planes = np.empty((3, h, w), dtype=np.uint8)
+    _split_rgbx(rgbx, planes)
+    return planes
+
+
+def _split_rgbx(rgbx: npt.NDArray[np.uint8], planes: npt.NDArray[np.uint8]) -> None:
+    h, w, _ = rgbx.shape
+    words = rgbx.view(np.uint32).reshape(h, w)
     np.bitwise_and(words, 0xFF, out=planes[0], casting="unsafe")
     np.right_shift(words, 8, out=planes[1], casting="unsafe")
     np.right_shift(words, 16, out=planes[2], casting="unsafe")
-    return planes
 
 
 def _decode_pillow(data: bytes | memoryview
