@@ -21,6 +21,7 @@ prior keyframe, a null row, an undecodable blob).
 
 from __future__ import annotations
 
+import collections
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ META_KEY = "meta"
 IS_PAD_SUFFIX = "_is_pad"
 """Suffix of the bool mask ``[T]`` of a windowed field with ``edge="pad"``."""
 MIN_REQUESTS_PER_THREAD = 4
+TASKS_PER_THREAD = 4
 
 Sample = dict[str, Any]
 
@@ -329,8 +331,9 @@ class SamplePipeline:
         """Decode a resolved block into sample dicts (input order).
 
         Cheap ("inline") fields are decoded first in the calling thread; the rest are cut into
-        tasks (whole fields, or chunks of requests for "requests" decoders) spread over the decode
-        threads, the calling thread taking the first task itself.
+        tasks (whole fields, or chunks of requests for "requests" decoders) that the calling
+        thread and the decode threads take from one queue until it is empty, so that a thread
+        slowed down by the machine's other work does not hold up the block.
         """
         n = len(block.indices)
         samples: list[Sample] = [{} for _ in range(n)]
@@ -345,17 +348,41 @@ class SamplePipeline:
             if concurrency == "inline" or threads <= 1:
                 _scatter(samples, job.plan.key, job.requests, _run_decode(job, job.requests))
             elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
-                chunks = min(threads, len(job.requests) // MIN_REQUESTS_PER_THREAD)
+                chunks = min(TASKS_PER_THREAD * threads,
+                             len(job.requests) // MIN_REQUESTS_PER_THREAD)
                 edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
                 tasks += [(job, job.requests[lo:hi]) for lo, hi in itertools.pairwise(edges)]
             else:
                 tasks.append((job, job.requests))
-        futures = [self._pool.submit(_run_decode, job, part) for job, part in tasks[1:]]
-        if tasks:
-            job, part = tasks[0]
-            _scatter(samples, job.plan.key, part, _run_decode(job, part))
-        for (job, part), future in zip(tasks[1:], futures, strict=True):
-            _scatter(samples, job.plan.key, part, future.result())
+        # Whole-field tasks (video) first: they are the longest.
+        tasks.sort(key=lambda task: task[0].plan.field.decode.decode_concurrency != "field")
+        results: list[list[Any] | None] = [None] * len(tasks)
+        queue = collections.deque(range(len(tasks)))
+
+        def drain() -> None:
+            while True:
+                try:
+                    k = queue.popleft()  # atomic: threads never take the same task
+                except IndexError:
+                    return
+                results[k] = _run_decode(*tasks[k])
+
+        helpers = [self._pool.submit(drain) for _ in range(min(threads - 1, len(tasks) - 1))]
+        error: BaseException | None = None
+        try:
+            drain()
+        except BaseException as err:  # re-raised once the helpers have stopped
+            queue.clear()
+            error = err
+        for helper in helpers:
+            exc = helper.exception()
+            if exc is not None and error is None:
+                error = exc
+        if error is not None:
+            raise error
+        for (job, part), result in zip(tasks, results, strict=True):
+            assert result is not None
+            _scatter(samples, job.plan.key, part, result)
         for key, mask in block.pad_masks.items():
             tensor = torch.from_numpy(mask)
             for i, sample in enumerate(samples):
