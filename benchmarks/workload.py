@@ -236,13 +236,16 @@ class Verdicts:
               f"{cores()} cores, python {sys.version.split()[0]}")
 
     def line(self, name: str, figure: float, unit: str, limit: float | None, *,
-             target: float | None = None, higher_is_better: bool = True, how: str = "") -> None:
-        """One figure: ``figure unit``, its limit and ratio, cores, peak RSS, target verdict."""
+             target: float | None = None, higher_is_better: bool = True, how: str = "",
+             digits: int = 0, rss_mib: float | None = None) -> None:
+        """One figure: ``figure unit``, its limit and ratio, cores, peak RSS (this process's, or
+        ``rss_mib`` measured elsewhere), target verdict."""
         ratio = None if not limit else figure / limit
-        text = f"  {name:<44} {figure:>10,.0f} {unit:<10}"
+        text = f"  {name:<44} {figure:>10,.{digits}f} {unit:<10}"
         if limit:
             text += f" limit {limit:>10,.0f}   ratio {ratio:5.2f}"
-        text += f"   cores {cores()}   rss {peak_rss_mib():,.0f} MiB"
+        rss = peak_rss_mib() if rss_mib is None else rss_mib
+        text += f"   cores {cores()}   rss {rss:,.0f} MiB"
         if target is not None:
             value = ratio if ratio is not None else figure
             ok = value >= target if higher_is_better else value <= target

@@ -50,6 +50,7 @@ class DatasetView:
         self._name = name
         self._snapshot = snapshot
         self._segment_filter = segments
+        self._segment_set: frozenset[str] | None = None  # the filter, for membership tests
         self._contents = contents
         self._opened: dict[str, SegmentData] = {}
         self._schema: Schema | None = None
@@ -111,12 +112,18 @@ class DatasetView:
             SegmentNotFoundError: not in this view.
         """
         record = self._snapshot.index.record(segment_id) if self._snapshot else None
-        if record is None or (self._segment_filter is not None
-                              and segment_id not in self._segment_filter):
+        if record is None or not self._in_filter(segment_id):
             raise SegmentNotFoundError(
                 f"dataset {self._name!r} has no segment {segment_id!r}; see segment_ids()"
             )
         return record
+
+    def _in_filter(self, segment_id: str) -> bool:
+        if self._segment_filter is None:
+            return True
+        if self._segment_set is None:
+            self._segment_set = frozenset(self._segment_filter)
+        return segment_id in self._segment_set
 
     def segment_ids(self) -> list[str]:
         """The ids of the segments in view, sorted."""

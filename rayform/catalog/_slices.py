@@ -331,16 +331,17 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
     """
     view = catalog.get_dataset(dataset) if isinstance(dataset, str) else dataset
     entry = view if isinstance(view, DatasetEntry) else catalog.get_dataset(view.name)
-    records = {r.segment_id: r for r in view.segment_records()}
-    chosen = sorted(records)
+    # Filter on ids first: validating a record costs ~0.2 ms, too much for 100k segments.
+    chosen = view.segment_ids()
     if segments is not None:
         if isinstance(segments, str):
             segments = [segments]
-        missing = [s for s in segments if s not in records]
+        known = set(chosen)
+        missing = [s for s in segments if s not in known]
         if missing:
             raise SegmentNotFoundError(
                 f"slices.create: dataset {view.name!r} (snapshot {view.snapshot_version}) has no "
-                f"segment(s) {missing}; known: {sorted(records)[:10]}"
+                f"segment(s) {missing}; known: {chosen[:10]}"
             )
         wanted = set(segments)
         chosen = [s for s in chosen if s in wanted]
@@ -350,6 +351,7 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
     elif params:
         raise ConfigError("slices.create: params given without a where predicate to use them")
     resolved = None if time_range is None else resolve_time_range(view, time_range)
+    records = {s: view.segment_record(s) for s in chosen}
     if resolved is not None:
         chosen = [s for s in chosen if _overlaps(records[s], resolved)]
     if not chosen:

@@ -20,6 +20,7 @@ from typing import Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyarrow import feather
 from pydantic import ValidationError
 
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
@@ -47,6 +48,7 @@ INDEX_SCHEMA: Final = pa.schema([
     ("record", pa.string()),  # the SegmentRecord as JSON
 ], metadata={_FORMAT_KEY: INDEX_FORMAT, _VERSION_KEY: INDEX_FORMAT_VERSION})
 
+RECORD: Final = "record"
 _CACHE_ENTRIES = 4
 
 
@@ -73,16 +75,49 @@ def index_table(records: Sequence[SegmentRecord]) -> pa.Table:
 
 
 class SegmentIndex:
-    """The segments of one snapshot: an immutable Arrow table, records validated on demand."""
+    """The segments of one snapshot: an immutable Arrow table, records validated on demand.
+
+    Read from a file, the ``record`` column (the full JSON records, nine tenths of the bytes) is
+    decompressed only when a record is first asked for: opening 100k segments reads the other
+    columns alone.
+    """
 
     def __init__(self, table: pa.Table, *, source: str,
-                 records: dict[str, SegmentRecord] | None = None) -> None:
-        self.table = table
+                 records: dict[str, SegmentRecord] | None = None,
+                 record_file: Path | None = None) -> None:
+        if record_file is None and RECORD not in table.column_names:
+            raise ValueError("SegmentIndex: a table without its record column needs record_file")
+        self._table = table
+        self._record_file = record_file
         self.source = source
         self._records: dict[str, SegmentRecord] = dict(records or {})
         self._ids: list[str] | None = None
         self._rows: dict[str, int] | None = None
         self._lock = threading.Lock()
+
+    @property
+    def table(self) -> pa.Table:
+        """Every column of the index (reads the record column when it was left on disk)."""
+        if RECORD not in self._table.column_names:
+            with self._lock:
+                if RECORD not in self._table.column_names:
+                    self._table = self._table.append_column(RECORD, self._read_records())
+        return self._table
+
+    def _read_records(self) -> pa.ChunkedArray:
+        assert self._record_file is not None
+        try:
+            column = feather.read_table(str(self._record_file), columns=[RECORD],
+                                        memory_map=True).column(RECORD)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise CorruptMetadataError(
+                f"{self.source}: the segment records are not readable (damaged or truncated): "
+                f"{err}"
+            ) from err
+        if len(column) != self._table.num_rows:
+            raise CorruptMetadataError(f"{self.source}: {len(column)} segment records for "
+                                       f"{self._table.num_rows} segments")
+        return column
 
     @classmethod
     def from_records(cls, records: Sequence[SegmentRecord]) -> SegmentIndex:
@@ -92,20 +127,23 @@ class SegmentIndex:
 
     @classmethod
     def read(cls, path: Path, *, source: str) -> SegmentIndex:
-        """Read and check a segment index object.
+        """Read and check a segment index object (all columns but the records, see the class).
 
         Raises:
             CorruptMetadataError: not readable, or not a segment index of this format version.
         """
         try:
             with pa.memory_map(str(path), "r") as mm:
-                table = pa.ipc.open_file(mm).read_all()
+                schema = pa.ipc.open_file(mm).schema
+            meta = schema.metadata or {}
+            if meta.get(_FORMAT_KEY) == INDEX_FORMAT and RECORD in schema.names:
+                columns = [n for n in schema.names if n != RECORD]
+                table = feather.read_table(str(path), columns=columns, memory_map=True)
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptMetadataError(
                 f"{source}: segment index is not a readable Arrow IPC file (damaged or "
                 f"truncated): {err}"
             ) from err
-        meta = table.schema.metadata or {}
         if meta.get(_FORMAT_KEY) != INDEX_FORMAT:
             raise CorruptMetadataError(
                 f"{source}: not a rayform segment index (format={meta.get(_FORMAT_KEY)!r})"
@@ -115,12 +153,12 @@ class SegmentIndex:
                 f"{source}: segment index format_version {meta.get(_VERSION_KEY)!r} is not "
                 f"supported (this rayform reads {INDEX_FORMAT_VERSION.decode()}); upgrade rayform"
             )
-        if not table.schema.remove_metadata().equals(INDEX_SCHEMA.remove_metadata()):
+        if not schema.remove_metadata().equals(INDEX_SCHEMA.remove_metadata()):
             raise CorruptMetadataError(
-                f"{source}: segment index columns {table.schema.names} do not match format "
+                f"{source}: segment index columns {schema.names} do not match format "
                 f"version {INDEX_FORMAT_VERSION.decode()} ({INDEX_SCHEMA.names})"
             )
-        return cls(table, source=source)
+        return cls(table, source=source, record_file=path)
 
     def write(self, path: Path) -> None:
         """Write the index as a zstd-compressed Arrow IPC file."""
@@ -130,7 +168,7 @@ class SegmentIndex:
             writer.write_table(self.table)
 
     def __len__(self) -> int:
-        return int(self.table.num_rows)
+        return int(self._table.num_rows)
 
     def __contains__(self, segment_id: object) -> bool:
         return segment_id in self._row_of()
@@ -138,7 +176,7 @@ class SegmentIndex:
     def segment_ids(self) -> list[str]:
         """All segment ids, sorted."""
         if self._ids is None:
-            self._ids = self.table.column("segment_id").to_pylist()
+            self._ids = self._table.column("segment_id").to_pylist()
         return list(self._ids)
 
     def _row_of(self) -> dict[str, int]:
@@ -148,12 +186,17 @@ class SegmentIndex:
         return self._rows
 
     def rows(self, segment_ids: Collection[str] | None) -> pa.Table:
-        """The index rows of these segments (all rows for None), in index order."""
+        """The index rows of these segments (all rows for None), in index order, without the
+        record column."""
+        table = self._table.drop_columns([RECORD]) if RECORD in self._table.column_names \
+            else self._table
         if segment_ids is None:
-            return self.table
-        wanted = self._row_of()
-        positions = sorted(wanted[s] for s in set(segment_ids) if s in wanted)
-        return self.table.take(pa.array(positions, pa.int64()))
+            return table
+        mask = pc.is_in(table.column("segment_id"),
+                        value_set=pa.array(list(set(segment_ids)), pa.string()))
+        if pc.all(mask).as_py():  # every row (a view pinned to all segments)
+            return table
+        return table.filter(mask)
 
     def record(self, segment_id: str) -> SegmentRecord | None:
         """The validated record of one segment (None when absent).
@@ -167,7 +210,7 @@ class SegmentIndex:
         row = self._row_of().get(segment_id)
         if row is None:
             return None
-        raw = self.table.column("record")[row].as_py()
+        raw = self.table.column(RECORD)[row].as_py()
         try:
             record = SegmentRecord.model_validate_json(raw)
         except ValidationError as err:

@@ -209,8 +209,8 @@ class SamplePipeline:
         breaks = np.flatnonzero(np.diff(sorted_seg)) + 1
         run_starts = np.concatenate([[0], breaks]).astype(np.int64) if n else np.zeros(0, np.int64)
         run_stops = np.concatenate([breaks, [n]]).astype(np.int64) if n else np.zeros(0, np.int64)
-        segments = self._sample_index.segments
-        run_ids = [segments[int(sorted_seg[a])].segment_id for a in run_starts.tolist()]
+        segment_id = self._sample_index.segment_id
+        run_ids = [segment_id(int(sorted_seg[a])) for a in run_starts.tolist()]
         sorted_ids: list[str] = []
         for sid, a, b in zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True):
             sorted_ids.extend([sid] * (b - a))

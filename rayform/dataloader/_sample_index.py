@@ -80,6 +80,45 @@ class SegmentMetadata:
     range_end: int | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SegmentArrays:
+    """The segments of a :class:`SampleIndex` as columns (one entry per segment, global order).
+
+    Building 100k :class:`SegmentMetadata` objects costs about a second; the index keeps these
+    arrays and makes the objects only when asked for them.
+    """
+
+    segment_ids: list[str]
+    index_start: npt.NDArray[np.int64]
+    index_end: npt.NDArray[np.int64]
+    num_samples: npt.NDArray[np.int64]
+    range_start: npt.NDArray[np.int64]
+    range_end: npt.NDArray[np.int64]
+    has_range: npt.NDArray[np.bool_]
+
+    def __post_init__(self) -> None:
+        n = len(self.segment_ids)
+        sizes = {len(a) for a in (self.index_start, self.index_end, self.num_samples,
+                                  self.range_start, self.range_end, self.has_range)}
+        if sizes - {n}:
+            raise ConfigError(f"SegmentArrays: every column needs {n} entries, got sizes "
+                              f"{sorted(sizes)}")
+
+    @classmethod
+    def from_metadata(cls, segments: Sequence[SegmentMetadata]) -> SegmentArrays:
+        def column(values: Iterable[int | None]) -> npt.NDArray[np.int64]:
+            return np.array([0 if v is None else v for v in values], dtype=np.int64)
+
+        return cls(segment_ids=[s.segment_id for s in segments],
+                   index_start=column(s.index_start for s in segments),
+                   index_end=column(s.index_end for s in segments),
+                   num_samples=column(s.num_samples for s in segments),
+                   range_start=column(s.range_start for s in segments),
+                   range_end=column(s.range_end for s in segments),
+                   has_range=np.array([s.range_start is not None and s.range_end is not None
+                                       for s in segments], dtype=np.bool_))
+
+
 class SampleIndex:
     """The global sample space: ``total_samples`` samples over a list of segments.
 
@@ -90,8 +129,9 @@ class SampleIndex:
         edge: how the index was built (``"trim"`` or ``"pad"``); informational.
     """
 
-    def __init__(self, segments: Sequence[SegmentMetadata], *, ns_per_sample: int | None = None,
-                 ns_dtype: str | None = None, edge: EdgeMode = "trim") -> None:
+    def __init__(self, segments: Sequence[SegmentMetadata] | SegmentArrays, *,
+                 ns_per_sample: int | None = None, ns_dtype: str | None = None,
+                 edge: EdgeMode = "trim") -> None:
         if ns_dtype not in (None, "datetime64[ns]", "timedelta64[ns]"):
             raise ConfigError(
                 f"SampleIndex.ns_dtype must be 'datetime64[ns]', 'timedelta64[ns]' or None, "
@@ -100,26 +140,42 @@ class SampleIndex:
         if (ns_dtype is None) != (ns_per_sample is None):
             raise ConfigError("SampleIndex: give ns_per_sample and ns_dtype together (temporal "
                               "timelines) or neither (sequence timelines)")
-        self._segments = list(segments)
+        arrays = segments if isinstance(segments, SegmentArrays) \
+            else SegmentArrays.from_metadata(segments)
+        self._arrays = arrays
+        self._segments: list[SegmentMetadata] | None = None  # built on first use
         self._ns_per_sample = ns_per_sample
         self._ns_dtype = ns_dtype
         self._edge = edge
         self._step = 1 if ns_per_sample is None else int(ns_per_sample)
-        counts = np.array([s.num_samples for s in self._segments], dtype=np.int64)
-        self._starts = np.array([s.index_start for s in self._segments], dtype=np.int64)
-        self._offsets = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=self._offsets[1:])
-        self._range_starts = np.array(
-            [s.index_start if s.range_start is None else s.range_start for s in self._segments],
-            dtype=np.int64)
-        self._range_ends = np.array(
-            [s.index_end if s.range_end is None else s.range_end for s in self._segments],
-            dtype=np.int64)
+        self._starts = arrays.index_start
+        self._offsets = np.zeros(len(arrays.num_samples) + 1, dtype=np.int64)
+        np.cumsum(arrays.num_samples, out=self._offsets[1:])
+        self._range_starts = np.where(arrays.has_range, arrays.range_start, arrays.index_start)
+        self._range_ends = np.where(arrays.has_range, arrays.range_end, arrays.index_end)
 
     # ------------------------------------------------------------------------ properties
     @property
     def segments(self) -> list[SegmentMetadata]:
+        if self._segments is None:
+            self._segments = [self._segment(i) for i in range(len(self._arrays.segment_ids))]
         return list(self._segments)
+
+    @property
+    def num_segments(self) -> int:
+        return len(self._arrays.segment_ids)
+
+    def segment_id(self, position: int) -> str:
+        """The id of the segment at ``position`` (global order)."""
+        return self._arrays.segment_ids[position]
+
+    def _segment(self, i: int) -> SegmentMetadata:
+        a = self._arrays
+        known = bool(a.has_range[i])
+        return SegmentMetadata(a.segment_ids[i], int(a.index_start[i]), int(a.index_end[i]),
+                               int(a.num_samples[i]),
+                               int(a.range_start[i]) if known else None,
+                               int(a.range_end[i]) if known else None)
 
     @property
     def ns_dtype(self) -> str | None:
@@ -160,7 +216,7 @@ class SampleIndex:
 
     def __repr__(self) -> str:
         kind = self._ns_dtype or "sequence"
-        return (f"SampleIndex({self.total_samples} samples, {len(self._segments)} segments, "
+        return (f"SampleIndex({self.total_samples} samples, {self.num_segments} segments, "
                 f"{kind}, edge={self._edge!r})")
 
     # ------------------------------------------------------------------------ lookups
@@ -174,7 +230,7 @@ class SampleIndex:
         if not 0 <= idx < self.total_samples:
             raise IndexError(f"sample index {idx} out of range for {self.total_samples} samples")
         seg, value = self.locate(np.array([idx], dtype=np.int64))
-        return self._segments[int(seg[0])], index_value_of(int(value[0]), self._ns_dtype)
+        return self._segment(int(seg[0])), index_value_of(int(value[0]), self._ns_dtype)
 
     def locate(self, indices: npt.ArrayLike) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Vectorised :meth:`global_to_local`: ``(segment positions, int64 index values)``.
@@ -357,11 +413,15 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     keep = start_ok & end_ok & (hi >= lo)
     counts = np.where(keep, (hi - lo) // step + 1, 0)
     ids = ranges.column(SEGMENT_ID).to_pylist()
-    segments = [
-        SegmentMetadata(ids[i], int(lo[i]), int(lo[i] + (counts[i] - 1) * step), int(counts[i]),
-                        int(starts[i]), int(ends[i]))
-        for i in np.flatnonzero(keep).tolist()
-    ]
+    kept = np.flatnonzero(keep)
+    counts = counts[kept].astype(np.int64)
+    segments = SegmentArrays(
+        segment_ids=[ids[i] for i in kept.tolist()],
+        index_start=lo[kept].astype(np.int64),
+        index_end=(lo[kept] + (counts - 1) * step).astype(np.int64),
+        num_samples=counts,
+        range_start=starts[kept], range_end=ends[kept],
+        has_range=np.ones(len(kept), dtype=np.bool_))
     ns_dtype = None if kind == "sequence" else (
         "datetime64[ns]" if kind == "timestamp" else "timedelta64[ns]")
     return SampleIndex(segments, ns_per_sample=ns_per_sample, ns_dtype=ns_dtype, edge=edge)
