@@ -185,6 +185,11 @@ class SegmentIndex:
             self._rows = {sid: i for i, sid in enumerate(ids)}
         return self._rows
 
+    def covers(self, segment_ids: Collection[str]) -> bool:
+        """``segment_ids`` name every segment of the index (unknown ids aside)."""
+        rows = self._row_of()
+        return len(segment_ids) >= len(rows) and len(rows.keys() & set(segment_ids)) == len(rows)
+
     def rows(self, segment_ids: Collection[str] | None) -> pa.Table:
         """The index rows of these segments (all rows for None), in index order, without the
         record column."""

@@ -144,6 +144,7 @@ class SampleIndex:
             else SegmentArrays.from_metadata(segments)
         self._arrays = arrays
         self._segments: list[SegmentMetadata] | None = None  # built on first use
+        self._made: dict[int, SegmentMetadata] = {}
         self._ns_per_sample = ns_per_sample
         self._ns_dtype = ns_dtype
         self._edge = edge
@@ -170,6 +171,12 @@ class SampleIndex:
         return self._arrays.segment_ids[position]
 
     def _segment(self, i: int) -> SegmentMetadata:
+        made = self._made.get(i)
+        if made is None:
+            made = self._made[i] = self._make_segment(i)
+        return made
+
+    def _make_segment(self, i: int) -> SegmentMetadata:
         a = self._arrays
         known = bool(a.has_range[i])
         return SegmentMetadata(a.segment_ids[i], int(a.index_start[i]), int(a.index_end[i]),

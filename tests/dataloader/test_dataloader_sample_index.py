@@ -201,3 +201,21 @@ def test_build_errors(robots_dataset: DatasetEntry) -> None:
     with pytest.raises(ConfigError, match="integral max_staleness"):
         SampleIndex.build(src, "frame_index",
                           {"a": Field(JOINTS, NumericDecoder(), max_staleness=0.5)})
+
+
+def test_an_index_of_segment_arrays_equals_one_of_segment_objects() -> None:
+    from rayform.dataloader._sample_index import SegmentArrays
+
+    metas = [SegmentMetadata("a", 10, 14, 5, 8, 16), SegmentMetadata("b", 0, 0, 1),
+             SegmentMetadata("c", 3, 9, 7, 3, 9)]
+    arrays = SegmentArrays.from_metadata(metas)
+    from_arrays, from_objects = SampleIndex(arrays), SampleIndex(metas)
+    assert from_arrays.segments == from_objects.segments == metas
+    assert [from_arrays.segment_id(i) for i in range(3)] == ["a", "b", "c"]
+    assert from_arrays.num_segments == 3 and from_arrays.total_samples == 13
+    assert from_arrays.global_to_local(6) == from_objects.global_to_local(6) == (metas[2], 3)
+    with pytest.raises(ConfigError, match="every column needs 3 entries"):
+        SegmentArrays(segment_ids=["a", "b", "c"], index_start=arrays.index_start[:2],
+                      index_end=arrays.index_end, num_samples=arrays.num_samples,
+                      range_start=arrays.range_start, range_end=arrays.range_end,
+                      has_range=arrays.has_range)
