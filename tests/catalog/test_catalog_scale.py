@@ -8,8 +8,7 @@ import pytest
 from recording_factories import RecordingFactory
 
 import rayform
-from rayform.catalog import Catalog, DatasetEntry
-from rayform.catalog import _snapshot
+from rayform.catalog import Catalog, DatasetEntry, _snapshot
 from rayform.catalog._snapshot import RECORD, SegmentIndex, clear_cache
 
 
@@ -46,7 +45,7 @@ def test_a_damaged_record_column_is_reported_when_read(catalog: Catalog, robots:
 
 def test_a_filter_naming_every_segment_is_no_filter(robots: DatasetEntry) -> None:
     ids = robots.segment_ids()
-    everything = robots.filter_segments(ids + ["not-a-segment"])
+    everything = robots.filter_segments([*ids, "not-a-segment"])
     assert everything._segment_filter is None
     assert everything.segment_ids() == ids
     some = robots.filter_segments(ids[:2])
