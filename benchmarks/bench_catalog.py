@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import workload as w
 
 import rayform
 from rayform.catalog import Catalog
@@ -60,8 +61,7 @@ def median_time(fn: Callable[[], object], repeats: int = REPEATS) -> float:
     return statistics.median(times)
 
 
-def report(name: str, figure: str, limit: str, ratio: float, target: str) -> None:
-    print(f"  {name:<44} {figure:>14}   limit {limit:>14}   ratio {ratio:6.2f}   {target}")
+report = w.report
 
 
 # ----------------------------------------------------------------------- 1. 10k segments
@@ -331,7 +331,7 @@ def main() -> int:
             sub.mkdir()
             part(sub)
             shutil.rmtree(sub)
-    return 0
+    return w.report_exit_code()
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import workload as w
 
 from rayform.catalog import Catalog
 
@@ -109,8 +110,7 @@ def median_time(fn: Callable[[], object]) -> float:
     return statistics.median(times)
 
 
-def report(name: str, figure: str, limit: str, ratio: float, target: str) -> None:
-    print(f"  {name:<40} {figure:>16}   limit {limit:>16}   ratio {ratio:6.2f}   {target}")
+report = w.report
 
 
 # ------------------------------------------------------------------------------ 1. MCAP
@@ -285,7 +285,7 @@ def main() -> int:
         bench_mcap(work)
         print("2./3. LeRobot")
         bench_lerobot(work)
-    return 0
+    return w.report_exit_code()
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+import workload as w
 
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter, compute_statistics
 
@@ -118,7 +119,8 @@ def numpy_limit(values: list[np.ndarray]) -> float:
 def row(name: str, seconds: float, limit: float, single: float | None) -> str:
     overhead = "" if single is None else f"{seconds - single:+8.3f} s ({seconds / single:5.2f}x)"
     return (f"  {name:<28} {seconds:8.3f} s   limit {limit:7.3f} s   "
-            f"ratio {seconds / limit:7.1f}x   {overhead}")
+            f"ratio {seconds / limit:7.1f}x   cores {w.cores()}   rss {w.peak_rss_mib():,.0f} MiB"
+            f"   {overhead}")
 
 
 def main() -> None:

@@ -262,3 +262,34 @@ class Verdicts:
             print(f"missed: {', '.join(self.missed)}"
                   + (" (quick mode: not enforced)" if QUICK else ""))
         return 1 if self.missed and not QUICK else 0
+
+
+MISSED: list[str] = []
+"""Targets missed by :func:`report` lines (benchmarks that print their own columns)."""
+
+
+def report(name: str, figure: str, limit: str, ratio: float, target: str) -> None:
+    """A figure line for benchmarks that format their own figures: cores and peak RSS appended.
+
+    ``target`` is ``"target >= 0.5"``-style text judged on ``ratio`` (or already carrying its
+    verdict, ``met`` / ``MISSED``); misses are collected in :data:`MISSED`.
+    """
+    verdict = ""
+    words = target.split()
+    if target and "met" not in words and "MISSED" not in target and len(words) >= 3 \
+            and words[0] == "target" and words[1] in (">=", "<="):
+        bound = float(words[2].rstrip("x:"))
+        ok = ratio >= bound if words[1] == ">=" else ratio <= bound
+        verdict = f": {'met' if ok else 'MISSED'}"
+    text = f"{target}{verdict}"
+    if "MISSED" in text:
+        MISSED.append(name)
+    print(f"  {name:<44} {figure:>16}   limit {limit:>16}   ratio {ratio:6.2f}   "
+          f"cores {cores()}   rss {peak_rss_mib():,.0f} MiB   {text}")
+
+
+def report_exit_code() -> int:
+    """1 when a :func:`report` target was missed in full mode."""
+    if MISSED:
+        print(f"missed: {', '.join(MISSED)}" + (" (quick mode: not enforced)" if QUICK else ""))
+    return 1 if MISSED and not QUICK else 0

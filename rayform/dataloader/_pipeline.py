@@ -214,6 +214,7 @@ class SamplePipeline:
         sorted_ids: list[str] = []
         for sid, a, b in zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True):
             sorted_ids.extend([sid] * (b - a))
+        self._columns.open_segments(run_ids)
         range_lo, range_hi = self._sample_index.segment_bounds(sorted_seg)
         runs = list(zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True))
         jobs: list[FieldJob] = []

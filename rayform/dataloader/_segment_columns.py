@@ -9,6 +9,7 @@ instead of an Arrow ``take``.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.catalog import DatasetView
+from rayform.decoders._thread_pool import ThreadPool
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +66,11 @@ def _dense_rows(values: pa.Array) -> npt.NDArray[Any] | None:
     return dense
 
 
+OPEN_THREADS = 8
+"""Segments whose files a block opens at once (remote stores download them concurrently)."""
+_open_pool = ThreadPool(OPEN_THREADS, name="rayform-open", helpers=True)
+
+
 class SegmentColumns:
     """Memo of :class:`SegmentColumn` per (segment, column) for one view and timeline."""
 
@@ -71,6 +78,19 @@ class SegmentColumns:
         self._view = view
         self._timeline = timeline
         self._memo: dict[tuple[str, str], SegmentColumn | None] = {}
+        self._opened: set[str] = set()
+
+    def open_segments(self, segment_ids: Iterable[str]) -> None:
+        """Open the recording files of these segments, concurrently.
+
+        On a remote catalog a segment's first use downloads its files into the cache: one
+        segment after another, a block of a shuffled epoch would pay each download's latency in
+        turn; together they overlap.
+        """
+        todo = [sid for sid in dict.fromkeys(segment_ids) if sid not in self._opened]
+        if len(todo) > 1:
+            _open_pool.map(lambda sid: self._view.open_segment(sid).files(), todo)
+        self._opened.update(todo)
 
     def get(self, segment_id: str, column: str) -> SegmentColumn | None:
         """The column's rows in a segment, or ``None`` when the segment lacks the column."""
