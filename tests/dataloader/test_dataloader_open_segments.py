@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from rayform.catalog import DatasetEntry
-from rayform.dataloader import DataSource, Field, NumericDecoder, RerunMapDataset
-from rayform.dataloader import _segment_columns
+from rayform.dataloader import DataSource, Field, NumericDecoder, RerunMapDataset, _segment_columns
 
 
 def test_a_block_opens_its_segments_concurrently_once(robots_dataset: DatasetEntry,
