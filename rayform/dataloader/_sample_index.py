@@ -16,7 +16,7 @@ import math
 import operator
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -76,6 +76,7 @@ class SegmentMetadata:
     index_start: int
     index_end: int
     num_samples: int
+    _: KW_ONLY
     range_start: int | None = None
     range_end: int | None = None
 
@@ -359,7 +360,7 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     ids = ranges.column(SEGMENT_ID).to_pylist()
     segments = [
         SegmentMetadata(ids[i], int(lo[i]), int(lo[i] + (counts[i] - 1) * step), int(counts[i]),
-                        int(starts[i]), int(ends[i]))
+                        range_start=int(starts[i]), range_end=int(ends[i]))
         for i in np.flatnonzero(keep).tolist()
     ]
     ns_dtype = None if kind == "sequence" else (
