@@ -7,7 +7,8 @@ slots (see ``_batch_slots``), so moving decoded images to the main process costs
 instead of a fresh shared-memory segment per tensor. Other leaves (strings, e.g. sample metadata)
 go through ``default_collate``.
 
-Samples may be nested dicts, lists and tuples; every sample of a batch must have the same
+Samples may be nested dicts, lists and tuples (collated to lists, as ``default_collate`` does);
+every sample of a batch must have the same
 structure, and each numeric leaf one shape and dtype. A ``None`` (missing data) is an error:
 the iterable dataset skips such samples; filter them before collating a map dataset's batches.
 """
@@ -15,7 +16,7 @@ the iterable dataset skips such samples; filter them before collating a map data
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from numbers import Number
 from typing import Any
 
@@ -34,7 +35,7 @@ from rayform.dataloader._batch_slots import (
 from rayform.decoders._yuv import Yuv420Frame
 from rayform.errors import ConfigError
 
-# A structure node: ("leaf",), ("dict", keys, children), ("list" | "tuple", children),
+# A structure node: ("leaf",), ("dict", keys, children), ("list", children) (lists and tuples),
 # or ("yuv", color_space, color_range) standing for two leaves (y, uv).
 Structure = tuple[Any, ...]
 _LEAF: Structure = ("leaf",)
@@ -161,9 +162,9 @@ def _flatten(value: Any, path: str, names: list[str], leaves: list[Any]) -> Stru
         leaves += [value.y, value.uv]
         return ("yuv", value.color_space, value.color_range)
     if isinstance(value, list | tuple) and not isinstance(value, str):
-        kind = "list" if isinstance(value, list) else "tuple"
-        return (kind, tuple(_flatten(v, f"{path}/{i}", names, leaves)
-                            for i, v in enumerate(value)))
+        # Like default_collate, a sequence of fields collates to a list.
+        return ("list", tuple(_flatten(v, f"{path}/{i}", names, leaves)
+                              for i, v in enumerate(value)))
     names.append(path)
     leaves.append(value)
     return _LEAF
@@ -189,21 +190,21 @@ def _flatten_batch(samples: Sequence[Any]) -> tuple[Structure, list[str], list[l
 
 def assemble(structure: Structure, values: list[Any]) -> Any:
     """Put collated leaves (in flattening order) back into the batch structure."""
-    it = iter(values)
+    # A plain recursive function over an iterator: a nested closure would form a reference
+    # cycle holding the tensors (and so the slots) until the garbage collector runs.
+    return _build(structure, iter(values))
 
-    def build(node: Structure) -> Any:
-        kind = node[0]
-        if kind == "leaf":
-            return next(it)
-        if kind == "dict":
-            return {k: build(child) for k, child in zip(node[1], node[2], strict=True)}
-        if kind == "yuv":
-            y, uv = next(it), next(it)
-            return Yuv420Frame(y, uv, node[1], node[2])
-        items = [build(child) for child in node[1]]
-        return items if kind == "list" else tuple(items)
 
-    return build(structure)
+def _build(node: Structure, values: Iterator[Any]) -> Any:
+    kind = node[0]
+    if kind == "leaf":
+        return next(values)
+    if kind == "dict":
+        return {k: _build(child, values) for k, child in zip(node[1], node[2], strict=True)}
+    if kind == "yuv":
+        y, uv = next(values), next(values)
+        return Yuv420Frame(y, uv, node[1], node[2])
+    return [_build(child, values) for child in node[1]]
 
 
 # ------------------------------------------------------------------------------ leaves
