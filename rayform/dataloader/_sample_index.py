@@ -201,14 +201,14 @@ class SampleIndex:
         """Each segment's own (untrimmed) first and last index value."""
         return self._range_starts[segment_positions], self._range_ends[segment_positions]
 
-    def resolve_local_index(self, segment: SegmentMetadata, position: int) -> IndexValue:
-        """The index value of the ``position``-th sample of ``segment``."""
-        if not 0 <= position < segment.num_samples:
+    def resolve_local_index(self, seg: SegmentMetadata, pos: int) -> IndexValue:
+        """The index value of the ``pos``-th sample of segment ``seg`` (Rerun's names)."""
+        if not 0 <= pos < seg.num_samples:
             raise IndexError(
-                f"position {position} out of range for segment {segment.segment_id!r} with "
-                f"{segment.num_samples} samples"
+                f"position {pos} out of range for segment {seg.segment_id!r} with "
+                f"{seg.num_samples} samples"
             )
-        return index_value_of(segment.index_start + position * self._step, self._ns_dtype)
+        return index_value_of(seg.index_start + pos * self._step, self._ns_dtype)
 
     def offset_index(self, index_value: IndexValue, offset: int | float) -> IndexValue:
         """``index_value`` moved by one window offset (seconds on temporal timelines)."""
