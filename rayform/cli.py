@@ -147,7 +147,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     dataset = Catalog.open(args.catalog).get_dataset(args.dataset)
     view = dataset.filter_segments(args.segment) if args.segment else dataset
     if args.format == "rrd":
-        from rayform.catalog.export import export_rrd
+        from rayform.exporters import export_rrd
 
         if len(view.segment_ids()) != 1:
             raise SystemExit("export rrd: choose exactly one segment with --segment ID")
@@ -161,7 +161,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         result = ray_export(view, args.out, fps=args.fps, timeline=args.timeline)
     else:
-        from rayform.catalog.export import export_lerobot
+        from rayform.exporters import export_lerobot
 
         result = export_lerobot(view, args.out, fps=args.fps, timeline=args.timeline,
                                 progress=True)

@@ -72,7 +72,7 @@ def _jpeg(frames: npt.NDArray[np.uint8]) -> list[bytes]:
 
 def write_episode(path: Path, episode: int, spec: DemoSpec) -> Path:
     """Write one synthetic episode recording to ``path``."""
-    from rayform.decoders._encode import encode_video_packets
+    from rayform.media._video_encode import encode_video_packets
 
     rng = np.random.default_rng([spec.seed, episode])
     n_joint = int(spec.duration_s * spec.joint_rate_hz)

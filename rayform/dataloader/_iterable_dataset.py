@@ -31,7 +31,6 @@ import numpy.typing as npt
 from torch.utils.data import IterableDataset
 
 from rayform.dataloader._config import DataSource, EdgeMode, Field
-from rayform.dataloader._decode_pool import ThreadPool
 from rayform.dataloader._epoch_plan import ProcessStream
 from rayform.dataloader._manifest import Manifest
 from rayform.dataloader._manifest_replay import ManifestOrder, manifest_sampling, replay_pipeline
@@ -43,6 +42,7 @@ from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 from rayform.dataloader._shuffle import SampleShuffle, ShuffleStrategy, check_block_size
 from rayform.dataloader._skipping import DEFAULT_MAX_CONSECUTIVE_SKIPPED, check_max_skipped
 from rayform.dataloader._stable_order import StableOrder
+from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"

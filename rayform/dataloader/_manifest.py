@@ -28,7 +28,6 @@ import pyarrow.dataset as pads
 import pyarrow.parquet as pq
 
 from rayform.catalog import DatasetEntry
-from rayform.catalog._columns import SEGMENT_ID, SEGMENT_VERSION
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._manifest_build import scan_samples, schedule_samples
 from rayform.dataloader._manifest_format import (
@@ -49,6 +48,7 @@ from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling
 from rayform.dataloader._shuffle import BlockShuffle, NoShuffle, ShuffleStrategy, check_block_size
 from rayform.errors import ConfigError, FormatError
+from rayform.recording._columns import SEGMENT_ID, SEGMENT_VERSION
 
 DEFAULT_ROW_GROUP_SIZE = 1 << 16
 

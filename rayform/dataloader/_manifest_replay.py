@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from rayform.catalog import DatasetView
-from rayform.catalog._columns import SEGMENT_ID, SEGMENT_VERSION
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._epoch_plan import ProcessStream
 from rayform.dataloader._manifest import Manifest, recipe_mismatches
@@ -33,6 +32,7 @@ from rayform.dataloader._pipeline import Sample, SamplePipeline
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 from rayform.errors import ConfigError
+from rayform.recording._columns import SEGMENT_ID, SEGMENT_VERSION
 
 
 class RequireFields(SampleScreen):

@@ -6,9 +6,9 @@ from collections.abc import Mapping
 
 from rayform.catalog import DatasetView
 from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
-from rayform.dataloader._decode_pool import check_decode_threads
 from rayform.dataloader._pipeline import SamplePipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex, resolve_view
+from rayform.decoders._thread_pool import check_decode_threads
 
 
 def build_pipeline(source: DataSource, index: str, fields: Mapping[str, Field], *,
