@@ -79,7 +79,10 @@ class DatasetSchema(SchemaProvider):
             arrow = entity_table(segments, name, columns, schema.timelines)
         else:
             return None
-        return Table(pads.dataset(arrow))
+        # One chunk, so one dataset fragment: with several, a query that stops early (LIMIT)
+        # leaves fragment scans running into interpreter exit, which then aborts the process
+        # ("FATAL: exception not rethrown").
+        return Table(pads.dataset(arrow.combine_chunks()))
 
 
 class QueryPlane:
