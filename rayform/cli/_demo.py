@@ -54,7 +54,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if kept is not None:
         count = len(kept.segment_ids())
         asked = "" if count == args.episodes else f" (not {args.episodes})"
-        print(f"kept the existing demo dataset at {url}: {count} episodes{asked}; "
+        print(f"kept the existing demo dataset at {url}: {count} episode"
+              f"{'' if count == 1 else 's'}{asked}; "
               f"--replace rewrites it with --episodes N", file=sys.stderr)
         dataset = kept
     else:

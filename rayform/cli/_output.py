@@ -69,7 +69,7 @@ def text_cell(value: Any, *, terminal: bool) -> str:
     if value is None:
         return "null"
     if isinstance(value, float):
-        return f"{value:.6g}"
+        return f"{value:.6g}" if terminal else repr(value)
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>" if terminal else base64.b64encode(value).decode("ascii")
     if isinstance(value, list):
