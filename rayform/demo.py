@@ -127,14 +127,14 @@ def build_demo(url: str, spec: DemoSpec | None = None, *, replace: bool = False,
     with exactly ``spec.num_episodes`` episodes (episodes beyond them are unregistered).
     """
     spec = spec or DemoSpec()
-    catalog = Catalog.create(url)
-    dataset = catalog.create_dataset(DEMO_DATASET, exist_ok=True)
-    if dataset.segment_ids() and not replace:
-        return dataset
+    kept = existing_demo(url)
+    if kept is not None and not replace:
+        return kept
     tmp = Path(tempfile.mkdtemp(prefix="rayform-demo-"))
-    try:
+    try:  # the episodes first: a failure (a missing extra) leaves no catalog behind
         paths = [write_episode(tmp / f"episode_{e:03d}.rfr", e, spec)
                  for e in range(spec.num_episodes)]
+        dataset = Catalog.create(url).create_dataset(DEMO_DATASET, exist_ok=True)
         written = dataset.register([str(p) for p in paths], on_duplicate="replace",
                                    progress=progress).wait().segment_ids
     finally:

@@ -140,8 +140,8 @@ class QueryPlane:
                 raise QueryError(
                     f"SQL query {query!r} is a {kind} statement ({refused[2]}); SQL over a "
                     "rayform catalog is read-only: change datasets with register / unregister "
-                    "(`rayform register`), or pass allow_statements=True to run it in this "
-                    "process's session only"
+                    "(`rayform register`), or pass allow_statements=True (`rayform sql "
+                    "--allow-statements`) to run it in this process's SQL session only"
                 ) from err
             with translate_errors(f"SQL query {query!r}"):
                 raise

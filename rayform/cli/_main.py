@@ -52,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return 0
-    prog = f"rayform {args.command}"
+    prog = " ".join(["rayform", args.command, *([args.slices_command]
+                                                 if args.command == "slices" else [])])
     try:
         return int(args.func(args))
     except UsageError as err:
