@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from rayform.cli._register import add_ray_option, connect_ray
 
 if TYPE_CHECKING:
     from rayform.catalog import DatasetEntry, DatasetView
+
+VIEWER_ENV = "RAYFORM_VIEWER"
 
 
 def selected(dataset: DatasetEntry, segment_ids: list[str]) -> DatasetView:
@@ -85,7 +88,10 @@ def has_display() -> bool:
 
 
 def viewer_command() -> list[str]:
-    """The Rerun viewer rerun-sdk installs: its ``rerun`` script beside this Python, or on PATH."""
+    """``$RAYFORM_VIEWER`` (a command line), else the Rerun viewer rerun-sdk installs: its
+    ``rerun`` script beside this Python, or on PATH."""
+    if os.environ.get(VIEWER_ENV):
+        return shlex.split(os.environ[VIEWER_ENV])
     beside = Path(sys.executable).with_name("rerun")
     if beside.is_file():
         return [str(beside)]

@@ -42,16 +42,18 @@ RunCli = Callable[..., subprocess.CompletedProcess[str]]
 
 @pytest.fixture
 def run_cli() -> RunCli:
-    """Run ``rayform ARGS`` in a fresh interpreter; ``blocked`` modules fail to import there."""
-    def run(*args: str, blocked: tuple[str, ...] = (), env: dict[str, str] | None = None,
+    """Run ``rayform ARGS`` in a fresh interpreter; ``blocked`` modules fail to import there and
+    ``env`` values of ``None`` are unset."""
+    def run(*args: str, blocked: tuple[str, ...] = (), env: dict[str, str | None] | None = None,
             ) -> subprocess.CompletedProcess[str]:
         code = ("import sys\n"
                 f"for name in {blocked!r}:\n"
                 "    sys.modules[name] = None\n"
                 "from rayform.cli import main\n"
                 "sys.exit(main(sys.argv[1:]))\n")
-        full_env = {**os.environ, **(env or {}),
-                    "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        merged = {**os.environ, **(env or {}),
+                  "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+        full_env = {k: v for k, v in merged.items() if v is not None}  # None: unset
         return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                               env=full_env, timeout=240, check=False)
     return run
