@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import REPO, RunCli, write_recording
+from cli_support import REPO, RunCli, write_recording
 
 from rayform.catalog import Catalog
 from rayform.cli import main

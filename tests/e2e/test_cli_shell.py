@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import REPO, RunCli
+from cli_support import RunCli, env_with_checkout
 
 import rayform
 from rayform.catalog import Catalog, RecordingWriter
@@ -115,8 +115,7 @@ def _in_terminal(args: list[str], *, columns: int) -> str:
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb",
-           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = env_with_checkout({"COLUMNS": str(columns), "TERM": "dumb"})
     proc = subprocess.Popen([sys.executable, "-m", "rayform.cli", *args], stdout=follower,
                             stderr=subprocess.PIPE, env=env)
     os.close(follower)
@@ -148,7 +147,7 @@ def test_segments_fit_a_terminal(robots: str) -> None:
 def test_a_closed_pipe_ends_the_command_quietly(tmp_path: Path) -> None:
     cat = str(tmp_path / "cat")
     Catalog.create(cat)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    env = env_with_checkout()
     proc = subprocess.Popen([sys.executable, "-m", "rayform.cli", "--catalog", cat, "sql",
                              "SELECT value FROM range(300000)", "--format", "csv"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

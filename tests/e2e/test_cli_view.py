@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import RunCli
+from cli_support import RunCli
 
 from rayform.catalog import Catalog
 from rayform.cli import main
