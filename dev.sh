@@ -2,7 +2,7 @@
 # One-command set-up and tasks for rayform development.
 #   ./dev.sh demo    create .venv, install rayform, write the demo catalog and print its summary
 #   ./dev.sh test    create .venv, install rayform with every extra and dev tools, run all tests
-#   ./dev.sh lint    ruff + mypy strict
+#   ./dev.sh lint    ruff + import contracts (import-linter) + mypy strict
 #   ./dev.sh bench   run every benchmark (quick mode with BENCH_QUICK=1)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -55,6 +55,7 @@ case "${1:-}" in
     lint)
         setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,plot,dev"
         "$VENV/bin/ruff" check rayform tests benchmarks
+        "$VENV/bin/lint-imports" --no-cache
         exec "$VENV/bin/mypy"
         ;;
     bench)

@@ -34,8 +34,8 @@ import numpy as np
 import rayform
 from rayform.catalog import Catalog
 from rayform.catalog._snapshot import clear_cache
-from rayform.catalog._store import object_key, sha256_file
 from rayform.catalog._versions import latest_version_number, version_key
+from rayform.storage._store import object_key, sha256_file
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 NUM_SEGMENTS = 500 if QUICK else 10_000

@@ -51,7 +51,7 @@ from rayform.dataloader import (
     RerunMapDataset,
     SampleIndex,
 )
-from rayform.decoders._image import decode_image
+from rayform.media._image import decode_image
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 PARTS = {int(p) for p in os.environ.get("BENCH_PARTS", "1,2,3").split(",") if p.strip()}

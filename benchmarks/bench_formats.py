@@ -170,7 +170,7 @@ def bench_mcap(work: Path) -> None:
 
 # --------------------------------------------------------------------------- 2./3. LeRobot
 def write_lerobot(root: Path) -> list[Path]:
-    from rayform.decoders._encode import write_video_mp4
+    from rayform.media._video_encode import write_video_mp4
 
     rng = np.random.default_rng(1)
     (root / "meta").mkdir(parents=True)
@@ -224,7 +224,7 @@ def bench_lerobot(work: Path) -> None:
     except ImportError:
         print("  (skipped: pip install 'rayform[video]')")
         return
-    from rayform.catalog.export import export_lerobot
+    from rayform.exporters import export_lerobot
 
     source = work / "lerobot"
     videos = write_lerobot(source)

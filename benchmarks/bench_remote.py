@@ -36,7 +36,7 @@ from torch.utils.data import DataLoader
 import rayform
 from rayform.catalog import pull_slice
 from rayform.catalog._pull import DEFAULT_WORKERS
-from rayform.catalog._store import object_key
+from rayform.storage._store import object_key
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 EPISODES = 3 if QUICK else 8

@@ -18,6 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
+from rayform.errors import CatalogNotFoundError
 
 DEMO_DATASET = "demo"
 TASKS = ("pick up the red cube", "open the drawer")
@@ -72,7 +73,7 @@ def _jpeg(frames: npt.NDArray[np.uint8]) -> list[bytes]:
 
 def write_episode(path: Path, episode: int, spec: DemoSpec) -> Path:
     """Write one synthetic episode recording to ``path``."""
-    from rayform.decoders._encode import encode_video_packets
+    from rayform.media._video_encode import encode_video_packets
 
     rng = np.random.default_rng([spec.seed, episode])
     n_joint = int(spec.duration_s * spec.joint_rate_hz)
@@ -107,8 +108,6 @@ def write_episode(path: Path, episode: int, spec: DemoSpec) -> Path:
 
 def existing_demo(url: str) -> DatasetEntry | None:
     """The demo dataset of the catalog at ``url`` if it holds episodes, else ``None``."""
-    from rayform.errors import CatalogNotFoundError
-
     try:
         catalog = Catalog.open(url)
     except CatalogNotFoundError:

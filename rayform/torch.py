@@ -39,7 +39,17 @@ from torch.utils.data import Dataset
 
 from rayform._frames import canonical_frame, convert_pose
 from rayform.catalog import DatasetView, Slice
-from rayform.catalog._columns import (
+from rayform.dataloader import (
+    DataSource,
+    Field,
+    FixedRateSampling,
+    ImageDecoder,
+    NumericDecoder,
+    RerunMapDataset,
+)
+from rayform.dataloader._pipeline import META_KEY
+from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
+from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     FRAME_CONVENTION_PROPERTY,
     SCALARS,
@@ -51,16 +61,6 @@ from rayform.catalog._columns import (
     VIDEO_SAMPLE,
     column_name,
 )
-from rayform.dataloader import (
-    DataSource,
-    Field,
-    FixedRateSampling,
-    ImageDecoder,
-    NumericDecoder,
-    RerunMapDataset,
-)
-from rayform.dataloader._pipeline import META_KEY
-from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
 
 ACTION_KEY = "action"
 TIME_KEY = "t_ns"

@@ -1,12 +1,10 @@
-"""The catalog: storage, metadata, registration and the DataFusion query plane (no torch)."""
+"""The catalog: datasets and tables, snapshots, registration, slices, SQL and statistics (no torch)."""
 
 from __future__ import annotations
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle, RegistrationResult
-from rayform.catalog._importers import Importer, register_importer
-from rayform.catalog._listing import index_catalog
 from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._registration import OnDuplicate
 from rayform.catalog._schema import ContentFilter, Schema
@@ -18,7 +16,9 @@ from rayform.catalog._statistics import (
     compute_statistics,
 )
 from rayform.catalog._table_entry import TableEntry
-from rayform.catalog._writer import RecordingWriter
+from rayform.importers import Importer, register_importer
+from rayform.recording import RecordingWriter
+from rayform.storage import index_catalog
 
 __all__ = [
     "Catalog",

@@ -19,17 +19,9 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from rayform.catalog._dataset_entry import DatasetEntry
-from rayform.catalog._metadata import (
-    FORMAT_VERSION,
-    CatalogMeta,
-    EntryMeta,
-    dump_model,
-    parse_model,
-)
-from rayform.catalog._names import validate_entry_name
+from rayform.catalog._metadata import CatalogMeta, EntryMeta
 from rayform.catalog._query import QueryPlane
 from rayform.catalog._registration import schema_to_text
-from rayform.catalog._store import Store, open_store
 from rayform.catalog._table_entry import TableEntry
 from rayform.catalog._versions import entry_prefix
 from rayform.errors import (
@@ -38,6 +30,10 @@ from rayform.errors import (
     EntryNotFoundError,
     ReadOnlyCatalogError,
 )
+from rayform.recording._names import validate_entry_name
+from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
+from rayform.storage._open import open_store
+from rayform.storage._store import Store
 
 if TYPE_CHECKING:
     import datafusion
@@ -83,6 +79,10 @@ class Catalog:
     @property
     def url(self) -> str:
         return self.store.url
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        """A catalog pickles as its URL and reopens in the receiving process (workers, Ray)."""
+        return (type(self).open, (self.url,))
 
     def __repr__(self) -> str:
         return f"Catalog({self.url!r})"

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rayform.catalog._columns import SEGMENT_ID
+from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
 from rayform.catalog._registration import (
     schema_from_text,
@@ -23,7 +23,6 @@ from rayform.catalog._registration import (
 from rayform.catalog._schema import ContentFilter, Schema
 from rayform.catalog._segment_data import SegmentData
 from rayform.catalog._snapshot import DatasetSnapshot, snapshot_of
-from rayform.catalog._store import object_key
 from rayform.catalog._tables import (
     aligned_table,
     index_ranges_from_index,
@@ -34,17 +33,17 @@ from rayform.errors import (
     ColumnNotFoundError,
     SegmentNotFoundError,
 )
+from rayform.recording._columns import SEGMENT_ID
+from rayform.storage._store import object_key
 
 if TYPE_CHECKING:
     import datafusion
-
-    from rayform.catalog._catalog import Catalog
 
 
 class DatasetView:
     """A read-only view of a dataset snapshot, optionally filtered by segments and contents."""
 
-    def __init__(self, catalog: Catalog, name: str, snapshot: DatasetSnapshot | None, *,
+    def __init__(self, catalog: CatalogHandle, name: str, snapshot: DatasetSnapshot | None, *,
                  segments: tuple[str, ...] | None = None,
                  contents: ContentFilter | None = None) -> None:
         self._catalog = catalog
@@ -58,7 +57,7 @@ class DatasetView:
     # --------------------------------------------------------------------------- pickling
     def __getstate__(self) -> dict[str, Any]:
         return {
-            "catalog_url": self._catalog.url,
+            "catalog": self._catalog,  # a CatalogHandle pickles as its URL
             "name": self._name,
             "version": self.snapshot_version,
             "segments": self._segment_filter,
@@ -66,9 +65,7 @@ class DatasetView:
         }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        from rayform.catalog._catalog import Catalog
-
-        catalog = Catalog.open(state["catalog_url"])
+        catalog = state["catalog"]
         version = state["version"]
         snapshot = load_snapshot(catalog, state["name"], version) if version else None
         DatasetView.__init__(self, catalog, state["name"], snapshot, segments=state["segments"],
@@ -76,7 +73,7 @@ class DatasetView:
 
     # ------------------------------------------------------------------------- properties
     @property
-    def catalog(self) -> Catalog:
+    def catalog(self) -> CatalogHandle:
         return self._catalog
 
     @property
@@ -300,7 +297,7 @@ def _as_int64(values: Any) -> npt.NDArray[np.int64]:
     return arr.astype(np.int64)
 
 
-def load_snapshot(catalog: Catalog, name: str, number: int) -> DatasetSnapshot:
+def load_snapshot(catalog: CatalogHandle, name: str, number: int) -> DatasetSnapshot:
     """Committed snapshot ``number`` of dataset ``name`` (its segment index is read lazily).
 
     Raises:
@@ -311,5 +308,5 @@ def load_snapshot(catalog: Catalog, name: str, number: int) -> DatasetSnapshot:
     return snapshot_of(catalog.store, header, source=snapshot_source(catalog, name, number))
 
 
-def snapshot_source(catalog: Catalog, name: str, number: int) -> str:
+def snapshot_source(catalog: CatalogHandle, name: str, number: int) -> str:
     return f"{catalog.url}/{version_key(name, number)}"

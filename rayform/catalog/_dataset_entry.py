@@ -12,12 +12,11 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rayform.catalog._columns import DEFAULT_LAYER
-from rayform.catalog._importers import find_importer
+from rayform.catalog._dataset import DatasetView, load_snapshot, snapshot_source
+from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
-from rayform.catalog._names import validate_layer_name, validate_segment_id
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
@@ -35,13 +34,9 @@ from rayform.errors import (
     DuplicateSegmentError,
     EntryNotFoundError,
 )
-
-if TYPE_CHECKING:
-
-    from rayform.catalog._catalog import Catalog
-
-
-from rayform.catalog._dataset import DatasetView, load_snapshot, snapshot_source
+from rayform.importers import find_importer
+from rayform.recording._columns import DEFAULT_LAYER
+from rayform.recording._names import validate_layer_name, validate_segment_id
 
 STORE_THREADS = 2
 
@@ -82,7 +77,7 @@ def require_distinct(layers: Sequence[PreparedLayer]) -> None:
 class DatasetEntry(DatasetView):
     """A dataset of the catalog: a view of its newest snapshot, plus registration."""
 
-    def __init__(self, catalog: Catalog, meta: EntryMeta) -> None:
+    def __init__(self, catalog: CatalogHandle, meta: EntryMeta) -> None:
         number = latest_version_number(catalog.store, meta.name)
         snapshot = load_snapshot(catalog, meta.name, number) if number else None
         super().__init__(catalog, meta.name, snapshot)

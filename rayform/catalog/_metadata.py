@@ -11,18 +11,12 @@ Files:
 
 from __future__ import annotations
 
-import json
-from typing import Final, Literal, TypeVar
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from rayform.catalog._columns import TimelineKind
-from rayform.catalog._recording import PropertyValue
-from rayform.errors import CorruptMetadataError
-
-FORMAT_VERSION: Final = 1
-
-_Model = TypeVar("_Model", bound=BaseModel)
+from rayform.recording._columns import TimelineKind
+from rayform.recording._file import PropertyValue
 
 
 class _Strict(BaseModel):
@@ -104,45 +98,3 @@ class TableVersion(_Strict):
     schema_ipc: str
     objects: list[str]
     num_rows: int
-
-
-def parse_model(model: type[_Model], raw: bytes, *, source: str) -> _Model:
-    """Parse ``raw`` JSON as ``model``; errors name the file, the key and the format version.
-
-    Raises:
-        CorruptMetadataError: not JSON, a foreign file, an unsupported format version, or a
-            missing / mistyped key.
-    """
-    try:
-        payload = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise CorruptMetadataError(
-            f"{source}: metadata is not valid JSON (damaged or truncated file): {err}"
-        ) from err
-    if not isinstance(payload, dict):
-        raise CorruptMetadataError(f"{source}: metadata must be a JSON object, got {type(payload).__name__}")
-    expected = model.model_fields["format"].annotation.__args__[0]  # type: ignore[union-attr]
-    if payload.get("format") != expected:
-        raise CorruptMetadataError(
-            f"{source}: not a {expected} file (format={payload.get('format')!r}); "
-            "is this directory a rayform catalog?"
-        )
-    version = payload.get("format_version")
-    if version != FORMAT_VERSION:
-        raise CorruptMetadataError(
-            f"{source}: format_version {version!r} is not supported (this rayform reads "
-            f"{FORMAT_VERSION}); upgrade rayform"
-        )
-    try:
-        return model.model_validate(payload)
-    except ValidationError as err:
-        problems = "; ".join(
-            f"key {'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()[:5]
-        )
-        raise CorruptMetadataError(
-            f"{source}: invalid {expected} (format_version {version}): {problems}"
-        ) from err
-
-
-def dump_model(model: BaseModel) -> bytes:
-    return model.model_dump_json().encode()

@@ -12,13 +12,11 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from rayform.catalog._remote import RemoteStore
+from rayform.catalog._catalog import Catalog
 from rayform.catalog._slices import Slice, load_slice
-
-if TYPE_CHECKING:
-    from rayform.catalog._catalog import Catalog
+from rayform.storage._remote import RemoteStore
 
 DEFAULT_WORKERS = 4
 

@@ -17,18 +17,33 @@ import os
 import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pyarrow.dataset as pads
 from datafusion import DataFrame, SessionContext, SQLOptions
 from datafusion.catalog import SchemaProvider, Table
 
+from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
 from rayform.errors import QueryError, RayformError
 
 if TYPE_CHECKING:
-    from rayform.catalog._catalog import Catalog
+    import pyarrow as pa
+
+    from rayform.catalog._dataset import DatasetView
+
+
+class _ArrowEntry(Protocol):
+    def to_arrow(self) -> pa.Table: ...
+
+
+class QueryableCatalog(CatalogHandle, Protocol):
+    """What the query plane needs of its catalog: the entries it serves as SQL tables."""
+
+    def get_dataset(self, name: str) -> DatasetView: ...
+
+    def get_table(self, name: str) -> _ArrowEntry: ...
 
 SEGMENTS_TABLE = "segments"
 INDEX_RANGES_TABLE = "index_ranges"
@@ -52,7 +67,7 @@ def translate_errors(what: str) -> Iterator[None]:
 class DatasetSchema(SchemaProvider):
     """A dataset as a SQL schema; tables are built when a query names them."""
 
-    def __init__(self, catalog: Catalog, dataset_name: str) -> None:
+    def __init__(self, catalog: QueryableCatalog, dataset_name: str) -> None:
         self._catalog = catalog
         self._dataset_name = dataset_name
 
@@ -88,7 +103,7 @@ class DatasetSchema(SchemaProvider):
 class QueryPlane:
     """Owns the per-process SessionContext of a catalog."""
 
-    def __init__(self, catalog: Catalog) -> None:
+    def __init__(self, catalog: QueryableCatalog) -> None:
         self._catalog = catalog
         self._ctx: SessionContext | None = None
         self._pid = -1

@@ -19,21 +19,15 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rayform.catalog._columns import TimelineKind
 from rayform.catalog._metadata import (
-    FORMAT_VERSION,
     DatasetVersion,
     EntityIndex,
     IndexRange,
     LayerRecord,
     SegmentRecord,
 )
-from rayform.catalog._names import validate_layer_name, validate_segment_id
-from rayform.catalog._recording import PropertyValue, RecordingHeader, open_recording
 from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
-from rayform.catalog._store import Store, object_key, sha256_file
-from rayform.catalog._writer import asset_dir_for
 from rayform.errors import (
     ConfigError,
     CorruptRecordingError,
@@ -42,6 +36,12 @@ from rayform.errors import (
     SchemaConflictError,
     SegmentNotFoundError,
 )
+from rayform.recording._columns import TimelineKind
+from rayform.recording._file import PropertyValue, RecordingHeader, open_recording
+from rayform.recording._names import validate_layer_name, validate_segment_id
+from rayform.recording._writer import asset_dir_for
+from rayform.storage._documents import FORMAT_VERSION
+from rayform.storage._store import Store, object_key, sha256_file
 
 
 class OnDuplicate(str, Enum):

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from rayform.catalog._columns import PROPERTIES_ENTITY, TimelineKind, entity_of
 from rayform.errors import ColumnNotFoundError, ConfigError
+from rayform.recording._columns import PROPERTIES_ENTITY, TimelineKind, entity_of
 
 INDEX_TYPES: dict[str, pa.DataType] = {
     "sequence": pa.int64(),

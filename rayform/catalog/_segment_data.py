@@ -17,10 +17,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rayform.catalog._columns import entity_of
 from rayform.catalog._metadata import SegmentRecord
-from rayform.catalog._recording import RecordingHeader, open_recording
 from rayform.errors import ColumnNotFoundError
+from rayform.recording._columns import entity_of
+from rayform.recording._file import RecordingHeader, open_recording
 
 ObjectResolver = Callable[[str], Path]
 

@@ -18,15 +18,15 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from rayform.catalog._columns import SEGMENT_ID, TimelineKind
+from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry
-from rayform.catalog._metadata import FORMAT_VERSION, SegmentRecord, dump_model, parse_model
+from rayform.catalog._metadata import SegmentRecord
 from rayform.catalog._query import translate_errors
 from rayform.catalog._tables import entity_ranges
 from rayform.errors import (
@@ -36,9 +36,8 @@ from rayform.errors import (
     InvalidNameError,
     SegmentNotFoundError,
 )
-
-if TYPE_CHECKING:
-    from rayform.catalog._catalog import Catalog
+from rayform.recording._columns import SEGMENT_ID, TimelineKind
+from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 
 SLICES_PREFIX = "slices"
 SLICE_ID_PREFIX = "slc_"
@@ -187,8 +186,6 @@ class Slice:
                 was recreated, or the metadata was edited by hand).
         """
         if catalog is None:
-            from rayform.catalog._catalog import Catalog
-
             catalog = Catalog.open(self.catalog_url)
         entry = catalog.get_dataset(self.dataset)
         if entry.id != self.dataset_id:

@@ -22,10 +22,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
-from rayform.catalog._columns import TimelineKind
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
-from rayform.catalog._store import Store, object_key
 from rayform.errors import CorruptMetadataError
+from rayform.recording._columns import TimelineKind
+from rayform.storage._store import Store, object_key
 
 INDEX_FORMAT: Final = b"rayform-segment-index"
 INDEX_FORMAT_VERSION: Final = b"1"

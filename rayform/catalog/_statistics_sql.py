@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 
-from rayform.catalog._statistics import DEFAULT_QUANTILES, StatisticsAccumulator, quantile_key
+from rayform.catalog._accumulator import DEFAULT_QUANTILES, StatisticsAccumulator, quantile_key
 from rayform.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -7,21 +7,21 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from rayform.catalog._metadata import FORMAT_VERSION, EntryMeta, TableVersion
+from rayform.catalog._handle import CatalogHandle
+from rayform.catalog._metadata import EntryMeta, TableVersion
 from rayform.catalog._registration import schema_from_text
 from rayform.catalog._versions import commit, latest_version_number, load_version
 from rayform.errors import CorruptMetadataError, SchemaConflictError
+from rayform.storage._documents import FORMAT_VERSION
 
 if TYPE_CHECKING:
     import datafusion
-
-    from rayform.catalog._catalog import Catalog
 
 
 class TableEntry:
     """An Arrow table stored as immutable, content-addressed IPC files."""
 
-    def __init__(self, catalog: Catalog, meta: EntryMeta) -> None:
+    def __init__(self, catalog: CatalogHandle, meta: EntryMeta) -> None:
         self._catalog = catalog
         self._meta = meta
 

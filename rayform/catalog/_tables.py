@@ -15,7 +15,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rayform.catalog._columns import (
+from rayform.catalog._metadata import SegmentRecord
+from rayform.catalog._schema import INDEX_TYPES, ContentFilter
+from rayform.catalog._segment_data import SegmentData
+from rayform.recording._columns import (
     LAST_UPDATED_AT,
     LAYER_NAMES,
     NUM_ROWS,
@@ -29,9 +32,6 @@ from rayform.catalog._columns import (
     TimelineKind,
     entity_of,
 )
-from rayform.catalog._metadata import SegmentRecord
-from rayform.catalog._schema import INDEX_TYPES, ContentFilter
-from rayform.catalog._segment_data import SegmentData
 
 
 def _property_type(values: list[Any]) -> pa.DataType:

@@ -15,9 +15,9 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from rayform.catalog._metadata import dump_model, parse_model
-from rayform.catalog._store import Store
 from rayform.errors import CommitConflictError
+from rayform.storage._documents import dump_model, parse_model
+from rayform.storage._store import Store
 
 _V = TypeVar("_V", bound=BaseModel)
 

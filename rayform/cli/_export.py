@@ -44,7 +44,7 @@ def refuse_overwrite(path: Path, *, force: bool) -> None:
 
 
 def _export_rrd(view: DatasetView, args: argparse.Namespace) -> int:
-    from rayform.catalog.export import export_rrd
+    from rayform.exporters import export_rrd
 
     ids = view.segment_ids()
     if len(ids) != 1:
@@ -71,7 +71,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
         result = ray_export(view, args.out, fps=args.fps, timeline=args.timeline)
     else:
-        from rayform.catalog.export import export_lerobot
+        from rayform.exporters import export_lerobot
 
         result = export_lerobot(view, args.out, fps=args.fps, timeline=args.timeline,
                                 progress=sys.stderr.isatty())
@@ -102,7 +102,7 @@ def viewer_command() -> list[str]:
 def cmd_view(args: argparse.Namespace) -> int:
     from rayform._defaults import default_cache_dir
     from rayform.catalog import Catalog
-    from rayform.catalog.export import export_rrd
+    from rayform.exporters import export_rrd
 
     dataset = Catalog.open(catalog_url(args)).get_dataset(args.dataset)
     view = selected(dataset, [args.segment])

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rayform.catalog._optional import require
+from rayform._optional import require
 from rayform.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -41,7 +41,7 @@ def prepare_locally(catalog: Catalog, paths: list[Path], layers: list[str], poli
     from tqdm import tqdm
 
     from rayform.catalog._dataset_entry import require_distinct
-    from rayform.catalog._importers import find_importer
+    from rayform.importers import find_importer
     from rayform.catalog._registration import apply_registration, inspect_layer, store_layer
 
     importers = [find_importer(path) for path in paths]

@@ -30,7 +30,6 @@ import numpy.typing as npt
 from torch.utils.data import IterableDataset
 
 from rayform.dataloader._config import DataSource, EdgeMode, Field
-from rayform.dataloader._decode_pool import ThreadPool
 from rayform.dataloader._map_dataset import build_pipeline
 from rayform.dataloader._partition import StreamPosition, contiguous_shard, fetch_blocks
 from rayform.dataloader._pipeline import Sample
@@ -42,6 +41,7 @@ from rayform.dataloader._skipping import (
     check_max_skipped,
 )
 from rayform.dataloader._stable_order import StableOrder
+from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"

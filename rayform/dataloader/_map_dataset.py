@@ -14,9 +14,9 @@ from torch.utils.data import Dataset
 
 from rayform.catalog import DatasetView
 from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
-from rayform.dataloader._decode_pool import check_decode_threads
 from rayform.dataloader._pipeline import Sample, SamplePipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex, resolve_view
+from rayform.decoders._thread_pool import check_decode_threads
 
 
 def build_pipeline(source: DataSource, index: str, fields: Mapping[str, Field], *,

@@ -34,12 +34,12 @@ import torch
 from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._allocator import tune_allocator
 from rayform.dataloader._config import EdgeMode, Field
-from rayform.dataloader._decode_pool import ThreadPool
 from rayform.dataloader._gather import dense_column, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, RequestArrays
+from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 META_KEY = "meta"

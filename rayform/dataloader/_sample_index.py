@@ -17,20 +17,17 @@ import operator
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.catalog import DatasetView
-from rayform.catalog._columns import RANGE_END_SUFFIX, RANGE_START_SUFFIX, SEGMENT_ID
+from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
 from rayform.decoders import IndexValue
 from rayform.decoders._requests import index_value_of
 from rayform.errors import ColumnNotFoundError, ConfigError
-
-if TYPE_CHECKING:
-    from rayform.dataloader._config import DataSource, EdgeMode, Field
+from rayform.recording._columns import RANGE_END_SUFFIX, RANGE_START_SUFFIX, SEGMENT_ID
 
 NS_PER_S = 1_000_000_000
 
@@ -232,8 +229,6 @@ class SampleIndex:
             TypeError: a temporal timeline without ``timeline_sampling``.
             ConfigError: a non-integral window offset on a sequence timeline.
         """
-        from rayform.dataloader._config import check_edge
-
         edge = check_edge(edge)
         view = resolve_view(source)
         if not view.segment_ids():

@@ -2,8 +2,9 @@
 
 A :class:`ColumnDecoder` turns the Arrow rows of one field into tensors, one per
 :class:`DecodeRequest`, for a whole block at a time (:class:`FieldBatch`). The video
-names (``VideoFrameDecoder``, ``Yuv420Frame``, ``probe_video_asset``, ``encode_video_packets`` …)
-are imported on first use, so this package imports without PyAV.
+decoder names (``VideoFrameDecoder``, ``Yuv420Frame``, ``Yuv420Collator``) are imported on first
+use; the media helpers re-exported here (``probe_video_asset``, ``encode_video_packets`` …) live in
+:mod:`rayform.media` and import PyAV only when called.
 """
 
 from __future__ import annotations
@@ -21,16 +22,18 @@ from rayform.decoders._base import (
 from rayform.decoders._image import ImageDecoder
 from rayform.decoders._numeric import NumericDecoder
 from rayform.decoders._requests import RequestArrays, output_row_matrix
+from rayform.media import (
+    VideoAssetInfo,
+    available_video_codecs,
+    encode_video_packets,
+    probe_video_asset,
+    write_video_mp4,
+)
 
 _LAZY = {
-    "VideoAssetInfo": "rayform.decoders._video_asset",
     "VideoFrameDecoder": "rayform.decoders._video",
     "Yuv420Collator": "rayform.decoders._yuv",
     "Yuv420Frame": "rayform.decoders._yuv",
-    "available_video_codecs": "rayform.decoders._encode",
-    "encode_video_packets": "rayform.decoders._encode",
-    "probe_video_asset": "rayform.decoders._video_asset",
-    "write_video_mp4": "rayform.decoders._encode",
 }
 
 

@@ -22,22 +22,9 @@ from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, Final, Literal
 
-from rayform.catalog._columns import (
-    VIDEO_ASSET,
-    VIDEO_FRAME_TIMESTAMP,
-    column_name,
-    entity_of,
-    sibling_column,
-)
+from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
-from rayform.decoders._video_asset import AssetCache, AssetPackets
-from rayform.decoders._video_codec import UnknownCodecError, require_av
-from rayform.decoders._video_frames import (
-    PacketColumn,
-    first_timestamps,
-    is_packet_column,
-    is_timestamp_column,
-)
+from rayform.decoders._thread_pool import ThreadPool
 from rayform.decoders._video_output import Captured, CopyOutputs, ViewOutputs
 from rayform.decoders._video_plan import (
     FrameKey,
@@ -47,9 +34,23 @@ from rayform.decoders._video_plan import (
     plan_packet_runs,
     schedule_runs,
 )
-from rayform.decoders._video_pool import RunPool
 from rayform.decoders._video_runs import RunDecoder, RunFailedError
 from rayform.errors import ConfigError, FormatError
+from rayform.media._video_asset import AssetPackets
+from rayform.media._video_codec import UnknownCodecError, require_av
+from rayform.media._video_frames import (
+    PacketColumn,
+    first_timestamps,
+    is_packet_column,
+    is_timestamp_column,
+)
+from rayform.recording._columns import (
+    VIDEO_ASSET,
+    VIDEO_FRAME_TIMESTAMP,
+    column_name,
+    entity_of,
+    sibling_column,
+)
 
 WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
@@ -156,7 +157,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self._stats_lock = threading.Lock()
         self._resumed = 0
         self._started = 0
-        self._pool = RunPool(self.decode_threads)
+        self._pool = ThreadPool(self.decode_threads, name="rayform-video")
 
     # ------------------------------------------------------------------ configuration surface
     def __repr__(self) -> str:

@@ -10,9 +10,9 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from rayform.decoders._video_frames import YuvPlanes
 from rayform.decoders._video_plan import FrameKey
 from rayform.decoders._yuv import Yuv420Frame
+from rayform.media._video_frames import YuvPlanes
 
 Captured = npt.NDArray[np.uint8] | YuvPlanes
 

@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rayform.decoders._base import DecodeRequest
-from rayform.decoders._video_asset import AssetPackets
+from rayform.media._video_asset import AssetPackets
 
 # A frame a request wants: a batch row (packet streams) or (asset key, presentation index).
 FrameKey = int | tuple[str, int]

@@ -1,7 +1,7 @@
 """Decoding runs: feed one run's packets to a decoder (new or resumed) and capture its frames.
 
 A run (see :mod:`rayform.decoders._video_plan`) is decoded forward from its keyframe by a
-:class:`~rayform.decoders._video_session.DecoderSession`. When an open session already decoded the
+:class:`~rayform.media._video_session.DecoderSession`. When an open session already decoded the
 start of the run (the previous block stopped mid-GOP), the run continues it instead.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayform.decoders._video_bitstream import detect_gop_start
-from rayform.decoders._video_codec import open_decoder, require_av
-from rayform.decoders._video_frames import PacketColumn, frame_to_rgb, frame_to_yuv
 from rayform.decoders._video_output import Captured
 from rayform.decoders._video_plan import AssetRun, FrameKey, PacketRun
-from rayform.decoders._video_session import DecoderSession, SessionCache
+from rayform.media._video_bitstream import detect_gop_start
+from rayform.media._video_codec import open_decoder, require_av
+from rayform.media._video_frames import PacketColumn, frame_to_rgb, frame_to_yuv
+from rayform.media._video_session import DecoderSession, SessionCache
 
 
 class RunFailedError(Exception):

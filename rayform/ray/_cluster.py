@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
-from rayform.catalog._optional import require
+from rayform._optional import require
 from rayform.errors import ConfigError
 
 _T = TypeVar("_T")

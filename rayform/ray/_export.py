@@ -1,11 +1,11 @@
 """Distributed LeRobot export: episodes planned in order on the driver, written by Ray tasks.
 
-The single-process exporter (:mod:`rayform.catalog.export.lerobot`) numbers episodes, frames and
+The single-process exporter (:mod:`rayform.exporters.lerobot`) numbers episodes, frames and
 tasks as it goes. Here the driver first plans every episode in segment order (which segments are
 left out, each episode's frame count, the task table: metadata and index columns only), so every
 task can write its episodes (data rows, statistics, videos) at their final place with the same
 per-episode code; the driver then writes the data files and metadata. The folder is the same as
-:func:`rayform.catalog.export.export_lerobot` writes (the output folder must be on storage the
+:func:`rayform.exporters.export_lerobot` writes (the output folder must be on storage the
 workers share).
 """
 
@@ -17,16 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rayform.catalog._columns import TimelineKind
-from rayform.catalog.export._features import ExportFeature
-from rayform.catalog.export._source import (
-    ExportSource,
-    TimeRanges,
-)
-from rayform.catalog.export._video_encode import VideoEncoding
-from rayform.catalog.export.lerobot import LeRobotExport, _Episode, _Exporter, run_export
 from rayform.errors import ConfigError
+from rayform.exporters import VideoEncoding
+from rayform.exporters.lerobot import (
+    EpisodeExporter,
+    ExportedEpisode,
+    ExportFeature,
+    ExportSource,
+    LeRobotExport,
+    TimeRanges,
+    run_export,
+)
 from rayform.ray._cluster import TaskOptions, batched, run_tasks
+from rayform.recording._columns import TimelineKind
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,8 +46,8 @@ class _ExportPlan:
     tolerance_s: float
     tasks: Mapping[str, int]
 
-    def exporter(self) -> _Exporter:
-        exporter = _Exporter(self.root, list(self.features), self.timeline, self.kind,
+    def exporter(self) -> EpisodeExporter:
+        exporter = EpisodeExporter(self.root, list(self.features), self.timeline, self.kind,
                              fps=self.fps, encoding=self.encoding, tolerance_s=self.tolerance_s)
         exporter.tasks = dict(self.tasks)
         return exporter
@@ -52,7 +55,7 @@ class _ExportPlan:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _GroupResult:
-    episodes: list[_Episode]
+    episodes: list[ExportedEpisode]
     specs: dict[str, dict[str, Any]]
     videos_written: dict[str, int]
     robot_types: set[str]
@@ -89,7 +92,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
                    robot_type: str | None = None, video: VideoEncoding | None = None,
                    tolerance_s: float = 1e-4, time_ranges: TimeRanges | None = None,
                    options: TaskOptions | None = None) -> LeRobotExport:
-    """:func:`rayform.catalog.export.export_lerobot` with the episodes written by Ray tasks.
+    """:func:`rayform.exporters.export_lerobot` with the episodes written by Ray tasks.
 
     The arguments are the single-process exporter's (``progress`` aside), plus ``options``
     (``segments_per_task`` episodes per task). The result is the same folder.
@@ -100,7 +103,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
     """
     opts = options or TaskOptions()
 
-    def write_in_tasks(driver: _Exporter, resolved: ExportSource) -> None:
+    def write_in_tasks(driver: EpisodeExporter, resolved: ExportSource) -> None:
         view = resolved.view
         jobs: list[tuple[str, int, int]] = []
         frames = 0

@@ -16,16 +16,16 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from rayform.catalog._catalog import Catalog
-from rayform.catalog._columns import DEFAULT_LAYER
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle
-from rayform.catalog._importers import find_importer
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
     prepare_layer,
     registration_request,
 )
+from rayform.importers import find_importer
 from rayform.ray._cluster import TaskOptions, run_tasks
+from rayform.recording._columns import DEFAULT_LAYER
 
 
 def _prepare_source(catalog_url: str, source: str, layer_name: str) -> list[PreparedLayer]:

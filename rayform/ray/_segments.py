@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pyarrow as pa
 
-from rayform.catalog._columns import SEGMENT_ID, entity_of
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._segment_data import index_to_int64
 from rayform.errors import ConfigError
 from rayform.ray._cluster import TaskOptions, batched, require_ray
+from rayform.recording._columns import SEGMENT_ID, entity_of
 
 if TYPE_CHECKING:
     import ray.data

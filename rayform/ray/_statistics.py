@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rayform.catalog._accumulator import DEFAULT_QUANTILES, StatisticsAccumulator
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._statistics import (
-    DEFAULT_QUANTILES,
     DatasetStatistics,
-    StatisticsAccumulator,
     StatisticsPlan,
     merge_statistics,
     segment_accumulators,

@@ -15,7 +15,6 @@ from recording_factories import RecordingFactory, disk_state
 
 import rayform
 from rayform.catalog import Catalog, DatasetEntry
-from rayform.catalog._recording import HEADER_KEY
 from rayform.catalog._snapshot import clear_cache
 from rayform.errors import (
     CatalogNotFoundError,
@@ -34,6 +33,7 @@ from rayform.errors import (
     SourceNotFoundError,
     UnknownFormatError,
 )
+from rayform.recording._file import HEADER_KEY
 
 Guard = Callable[[Path], AbstractContextManager[None]]
 

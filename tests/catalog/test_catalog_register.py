@@ -12,8 +12,8 @@ from recording_factories import EPOCH_NS, FRAME_NS, RecordingFactory
 
 import rayform
 from rayform.catalog import Catalog, DatasetEntry, OnDuplicate, RegistrationResult
-from rayform.catalog._recording import open_recording
 from rayform.errors import DuplicateSegmentError, EntryNotFoundError
+from rayform.recording._file import open_recording
 
 JOINTS = "/joints/position:Scalars:scalars"
 
@@ -258,7 +258,7 @@ def test_shared_asset_is_hashed_and_copied_once(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """Many episodes pointing into one video file (LeRobot v3.0) store and verify it once."""
     from rayform.catalog import RecordingWriter, _registration
-    from rayform.catalog._store import LocalStore
+    from rayform.storage._local import LocalStore
 
     video = tmp_path / "shared.mp4"
     video.write_bytes(bytes(range(256)) * 4096)  # 1 MiB stand-in; only hashed and copied here

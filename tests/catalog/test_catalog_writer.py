@@ -24,8 +24,8 @@ from recording_factories import (
 
 import rayform
 from rayform.catalog import Catalog
-from rayform.catalog._recording import open_recording
 from rayform.errors import ConfigError, InvalidNameError, SchemaConflictError
+from rayform.recording._file import open_recording
 
 EXPECTED_TYPES = {
     "frame_index": pa.int64(),

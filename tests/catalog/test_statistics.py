@@ -20,7 +20,7 @@ from rayform.catalog import (
     RecordingWriter,
     compute_statistics,
 )
-from rayform.catalog._statistics import (
+from rayform.catalog._accumulator import (
     DEFAULT_QUANTILES,
     StatisticsAccumulator,
     _exact_sums,

@@ -11,7 +11,6 @@ import torch
 from dataloader_factories import VIDEO, Episode, reference_positions, reference_row
 
 from rayform.catalog import DatasetEntry
-from rayform.catalog._columns import sibling_column
 from rayform.dataloader import (
     DataSource,
     DecodeRequest,
@@ -22,6 +21,7 @@ from rayform.dataloader import (
 )
 from rayform.decoders import ColumnDecoder
 from rayform.errors import ConfigError
+from rayform.recording._columns import sibling_column
 
 
 class PacketEchoDecoder(ColumnDecoder):

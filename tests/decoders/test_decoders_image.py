@@ -13,8 +13,9 @@ import torch
 from PIL import Image
 
 from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder
-from rayform.decoders import _image as image_module
-from rayform.decoders._image import decode_image, decode_image_chw
+from rayform.decoders._image import decode_image_chw
+from rayform.media import _image as image_module
+from rayform.media._image import decode_image
 
 REALDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata"
 STEREO = REALDATA / "opencv-stereo-calib-frames"

@@ -20,9 +20,9 @@ from video_fixtures import (
 
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
 from rayform.decoders import DecodeRequest, FieldBatch, VideoFrameDecoder
-from rayform.decoders._encode import write_video_mp4
-from rayform.decoders._video_asset import probe_video_asset
 from rayform.errors import ConfigError, CorruptRecordingError, SourceNotFoundError
+from rayform.media._video_asset import probe_video_asset
+from rayform.media._video_encode import write_video_mp4
 
 TIMESTAMP = "/cam:VideoFrameReference:timestamp"
 

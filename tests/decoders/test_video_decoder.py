@@ -20,8 +20,8 @@ from video_fixtures import (
 )
 
 from rayform.decoders import FieldBatch, VideoFrameDecoder
-from rayform.decoders._encode import encode_video_packets
 from rayform.errors import ConfigError
+from rayform.media._video_encode import encode_video_packets
 
 NUM_FRAMES = 61
 

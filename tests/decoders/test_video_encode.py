@@ -9,17 +9,17 @@ import numpy as np
 import pytest
 from video_fixtures import codec_params, reference_frames, synthetic_frames
 
-from rayform.decoders._encode import (
-    available_video_codecs,
-    encode_video_packets,
-    write_video_mp4,
-)
-from rayform.decoders._video_bitstream import (
+from rayform.errors import ConfigError
+from rayform.media._video_bitstream import (
     detect_gop_start,
     is_annex_b,
     length_prefixed_to_annex_b,
 )
-from rayform.errors import ConfigError
+from rayform.media._video_encode import (
+    available_video_codecs,
+    encode_video_packets,
+    write_video_mp4,
+)
 
 
 @pytest.mark.parametrize("codec", codec_params())

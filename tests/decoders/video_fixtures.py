@@ -19,8 +19,8 @@ import pytest
 
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
 from rayform.decoders import DecodeRequest, FieldBatch
-from rayform.decoders._encode import available_video_codecs, encode_video_packets, write_video_mp4
-from rayform.decoders._video_asset import probe_video_asset
+from rayform.media._video_asset import probe_video_asset
+from rayform.media._video_encode import available_video_codecs, encode_video_packets, write_video_mp4
 
 REALDATA = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata"
 UNITREE_VIDEOS = REALDATA / "unitree-g1-lerobot-v21" / "videos" / "chunk-000" / \

@@ -23,7 +23,7 @@ from rayform.catalog import Catalog
 CHILD = textwrap.dedent("""
     import os, sys, time
     from pathlib import Path
-    import rayform.catalog._store as store_mod
+    import rayform.storage._local as store_mod
     from rayform.catalog import Catalog
 
     point, url, recording, marker = sys.argv[1:5]

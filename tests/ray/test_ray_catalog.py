@@ -118,7 +118,7 @@ def test_export_lerobot_writes_the_same_folder(
         ray_cluster: Any, episode_files: list[Path], make_catalog: Callable[..., Catalog],
         tmp_path: Path) -> None:
     pytest.importorskip("av")
-    from rayform.catalog.export import export_lerobot
+    from rayform.exporters import export_lerobot
 
     ds = make_catalog().create_dataset("robots")
     ds.register(episode_files).wait()

@@ -13,9 +13,9 @@ import pytest
 from surface_servers import DroppingProxy, Https, S3Server
 
 import rayform
-from rayform.catalog._cache import ObjectCache
-from rayform.catalog._remote import RemoteStore
 from rayform.errors import RemoteError
+from rayform.storage._cache import ObjectCache
+from rayform.storage._remote import RemoteStore
 
 CHILD = r"""
 import hashlib, pathlib, sys, time

@@ -12,8 +12,8 @@ from surface_servers import Https
 
 import rayform
 from rayform.catalog import index_catalog
-from rayform.catalog._columns import LAST_UPDATED_AT, STORAGE_URLS
 from rayform.errors import CorruptMetadataError, ReadOnlyCatalogError, RemoteError
+from rayform.recording._columns import LAST_UPDATED_AT, STORAGE_URLS
 
 JOINTS = "/joints/position:Scalars:scalars"
 CAM = "/cam0/rgb:EncodedImage:blob"
@@ -129,7 +129,7 @@ def test_s3_exclusive_create_and_tables(s3_url: str) -> None:
 def test_listings_stay_complete_under_concurrent_writers(tmp_path: Path) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
-    from rayform.catalog._listing import decode_listing
+    from rayform.storage._listing import decode_listing
 
     catalog = rayform.Catalog.create(tmp_path / "cat")
     names = [f"ds{i}" for i in range(16)]

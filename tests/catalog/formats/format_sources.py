@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rayform.decoders._encode import write_video_mp4
+from rayform.media._video_encode import write_video_mp4
 
 FrameArray = npt.NDArray[np.uint8]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from rayform.decoders._encode import encode_video_packets
+from rayform.media._video_encode import encode_video_packets
 
 START_NS = 1_700_000_000_000_000_000
 

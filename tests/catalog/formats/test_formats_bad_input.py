@@ -83,7 +83,7 @@ def test_truncated_mp4(tmp_path: Path, seeded: Catalog, disk_unchanged: DiskGuar
     pytest.importorskip("av")
     from format_sources import synthetic_frames
 
-    from rayform.decoders._encode import write_video_mp4
+    from rayform.media._video_encode import write_video_mp4
 
     path = _truncate(write_video_mp4(tmp_path / "v.mp4", synthetic_frames(20), fps=10), 0.5)
     _check_refused(seeded, path, CorruptRecordingError, r"v\.mp4", disk_unchanged)

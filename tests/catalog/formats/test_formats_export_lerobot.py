@@ -11,9 +11,9 @@ import pytest
 from format_sources import decode_mp4, synthetic_frames, write_lerobot_v21, write_lerobot_v30
 
 from rayform.catalog import Catalog, RecordingWriter
-from rayform.catalog.export import VideoEncoding, export_lerobot
-from rayform.decoders._encode import encode_video_packets
 from rayform.errors import ConfigError
+from rayform.exporters import VideoEncoding, export_lerobot
+from rayform.media._video_encode import encode_video_packets
 
 pytest.importorskip("av")
 STATE = "/observation.state:Scalars:scalars"

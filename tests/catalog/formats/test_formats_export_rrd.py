@@ -9,8 +9,8 @@ import pytest
 from format_sources import synthetic_frames, write_lerobot_v21
 
 from rayform.catalog import Catalog, DatasetView, RecordingWriter
-from rayform.catalog.export import export_rrd
-from rayform.decoders._encode import encode_video_packets
+from rayform.exporters import export_rrd
+from rayform.media._video_encode import encode_video_packets
 
 pytest.importorskip("rerun")
 

@@ -9,7 +9,7 @@ import pytest
 from format_sources import synthetic_frames
 
 from rayform.catalog import Catalog
-from rayform.decoders._encode import write_video_mp4
+from rayform.media._video_encode import write_video_mp4
 
 pytest.importorskip("av")
 

@@ -10,7 +10,7 @@ import pytest
 from format_sources import write_lerobot_v21
 
 from rayform.catalog import Catalog
-from rayform.catalog._importers import find_importer
+from rayform.importers import find_importer
 
 
 def test_format_modules_import_without_optional_packages_or_torch() -> None:
@@ -18,10 +18,9 @@ def test_format_modules_import_without_optional_packages_or_torch() -> None:
         "import sys\n"
         "for name in ('rerun', 'mcap', 'mcap_ros2', 'av', 'yaml', 'PIL', 'torch'):\n"
         "    sys.modules[name] = None\n"
-        "import rayform.catalog.rrd, rayform.catalog.mcap, rayform.catalog.lerobot\n"
-        "import rayform.catalog.mp4, rayform.catalog.export\n"
-        "from rayform.catalog._importers import _load_lazy, _REGISTRY\n"
-        "_load_lazy()\n"
+        "import rayform.importers.rrd, rayform.importers.mcap, rayform.importers.lerobot\n"
+        "import rayform.importers.mp4, rayform.exporters\n"
+        "from rayform.importers._registry import _REGISTRY\n"
         "print(sorted(i.name for i in _REGISTRY))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -72,7 +72,7 @@ def test_g1_lerobot_episodes(g1: DatasetEntry, realdata: Path) -> None:
 
 def test_g1_lerobot_round_trip_remuxes_av1(g1: DatasetEntry, realdata: Path, tmp_path: Path,
                                            catalog: Catalog) -> None:
-    from rayform.catalog.export import export_lerobot
+    from rayform.exporters import export_lerobot
 
     result = export_lerobot(g1, tmp_path / "out", fps=30)
     assert (result.num_episodes, result.num_frames, result.remuxed_videos) == (2, 498, 2)
@@ -140,7 +140,6 @@ def test_nav2_mcap_topics_rates_and_values(nav2: DatasetEntry, realdata: Path) -
 def test_nav2_dataloader_epoch_and_lerobot_export(nav2: DatasetEntry, tmp_path: Path,
                                                   catalog: Catalog) -> None:
     torch = pytest.importorskip("torch")
-    from rayform.catalog.export import export_lerobot
     from rayform.dataloader import (
         DataSource,
         Field,
@@ -148,6 +147,7 @@ def test_nav2_dataloader_epoch_and_lerobot_export(nav2: DatasetEntry, tmp_path: 
         NumericDecoder,
         RerunMapDataset,
     )
+    from rayform.exporters import export_lerobot
 
     torch.set_num_threads(1)
     ds = RerunMapDataset(DataSource(nav2), "log_time", {
@@ -248,7 +248,7 @@ def test_intel_mp4_with_b_frames_dataloader_epoch(realdata: Path, catalog: Catal
 def test_real_segments_round_trip_through_rrd(g1: DatasetEntry, nav2: DatasetEntry,
                                               tmp_path: Path, catalog: Catalog) -> None:
     pytest.importorskip("rerun")
-    from rayform.catalog.export import export_rrd
+    from rayform.exporters import export_rrd
 
     for source, segment, timeline in ((g1, "episode_000029", "frame_index"),
                                       (nav2, "nav2_turtlebot", "log_time")):

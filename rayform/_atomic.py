@@ -1,0 +1,69 @@
+"""Atomic file writes: fill a temporary file, then rename it over the destination.
+
+Readers see no file, the old file or the whole new one — never a partial write — and a writer
+killed midway leaves only a temporary file (in a staging folder when one is given).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from pathlib import Path
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or link inside ``folder`` durable (a no-op where directories cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextmanager
+def atomic_path(dest: Path, *, tmp_dir: Path | None = None, mode: int | None = None,
+                durable: bool = False) -> Iterator[Path]:
+    """A temporary path that replaces ``dest`` when the ``with`` block ends without an error.
+
+    Args:
+        dest: the file (or folder) to create or replace.
+        tmp_dir: where the temporary lives (default: beside ``dest``); same filesystem as ``dest``.
+        mode: permissions given to the result before it becomes visible (e.g. ``0o444``).
+        durable: fsync the destination's folder after the rename (the caller fsyncs the content).
+
+    The temporary is removed on error, whether the block made a file or a folder of it.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    base = tmp_dir if tmp_dir is not None else dest.parent
+    tmp = base / f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        yield tmp
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, dest)
+        if durable:
+            fsync_dir(dest.parent)
+    finally:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            with suppress(FileNotFoundError):
+                tmp.unlink()
+
+
+def write_atomic(dest: Path, data: bytes, *, tmp_dir: Path | None = None, mode: int | None = None,
+                 durable: bool = False) -> None:
+    """Write ``data`` to ``dest`` atomically (see :func:`atomic_path`); ``durable`` fsyncs it."""
+    with atomic_path(dest, tmp_dir=tmp_dir, mode=mode, durable=durable) as tmp, tmp.open("wb") as fh:
+        fh.write(data)
+        if durable:
+            fh.flush()
+            os.fsync(fh.fileno())

@@ -1,9 +1,0 @@
-"""Exporters: a dataset (or view, or slice) to LeRobot v3.0; a segment to a Rerun ``.rrd`` file."""
-
-from __future__ import annotations
-
-from rayform.catalog.export._video_encode import VideoEncoding
-from rayform.catalog.export.lerobot import LeRobotExport, export_lerobot
-from rayform.catalog.export.rrd import export_rrd
-
-__all__ = ["LeRobotExport", "VideoEncoding", "export_lerobot", "export_rrd"]

@@ -1,0 +1,45 @@
+"""The importer contract: an object that turns one source path into native recording files.
+
+An importer converts a source (an ``.rrd`` file, an MCAP file, a LeRobot folder …) into one or
+more native recording files written into a staging folder; native recordings pass through as-is.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from pathlib import Path
+
+from rayform.recording._file import is_recording_file
+
+ProgressCallback = Callable[[str], None]
+
+
+class Importer(ABC):
+    """Converts one source path into native recording files."""
+
+    name: str = "importer"
+
+    @abstractmethod
+    def sniff(self, path: Path) -> bool:
+        """Cheaply decide whether this importer reads ``path``."""
+
+    @abstractmethod
+    def convert(self, path: Path, staging: Path) -> list[Path]:
+        """Write native recording files for ``path`` into ``staging`` and return them.
+
+        Raises:
+            rayform.errors.FormatError: the source is corrupt or unsupported (nothing registered).
+        """
+
+
+class NativeImporter(Importer):
+    """Recordings written by :class:`rayform.RecordingWriter` need no conversion."""
+
+    name = "rayform"
+
+    def sniff(self, path: Path) -> bool:
+        return path.is_file() and is_recording_file(path)
+
+    def convert(self, path: Path, staging: Path) -> list[Path]:
+        return [path]

@@ -1,0 +1,421 @@
+"""RecordingWriter: write one recording (one segment) from numpy or Arrow data.
+
+Example::
+
+    with RecordingWriter("ep0.rfr", recording_id="ep0") as rec:
+        rec.set_properties(task="pick cube", success=True)
+        rec.log_scalars("/joints/position", timelines={"frame_index": np.arange(n)}, values=q)
+        rec.log_encoded_images("/cam0/rgb", timelines=..., blobs=jpegs, media_type="image/jpeg")
+        rec.log_video_stream("/cam1", timelines=..., samples=packets, is_keyframe=kf, codec="h264")
+
+Timelines are given as arrays whose type picks the kind: integers are sequence timelines,
+``datetime64``/``timestamp`` are timestamp timelines, ``timedelta64``/``duration`` are duration
+timelines (all stored in nanoseconds). Components are stored as Arrow ``List`` columns named
+``"<entity>:<Archetype>:<component>"``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from rayform._atomic import atomic_path
+from rayform.errors import ConfigError, SchemaConflictError
+from rayform.recording._columns import (
+    ENCODED_IMAGE_BLOB,
+    ENCODED_IMAGE_MEDIA_TYPE,
+    PROPERTIES_ENTITY,
+    SCALARS,
+    VIDEO_ASSET,
+    VIDEO_ASSET_MEDIA_TYPE,
+    VIDEO_CODEC,
+    VIDEO_FRAME_IS_KEYFRAME,
+    VIDEO_FRAME_TIMESTAMP,
+    VIDEO_IS_KEYFRAME,
+    VIDEO_SAMPLE,
+    TimelineKind,
+)
+from rayform.recording._file import (
+    RECORDING_FORMAT,
+    RECORDING_FORMAT_VERSION,
+    AssetInfo,
+    EntityRows,
+    PropertyValue,
+    RecordingHeader,
+)
+from rayform.recording._names import validate_entity_path, validate_segment_id
+
+TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
+ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
+
+ASSETS_SUFFIX = ".assets"
+
+
+def timeline_array(name: str, values: TimelineLike) -> tuple[TimelineKind, pa.Array]:
+    """Convert timeline values to an Arrow array and say which kind of timeline they form."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        values = np.asarray(values)
+        if values.dtype.kind == "M":
+            values = pa.array(values.astype("datetime64[ns]"), type=pa.timestamp("ns"))
+        elif values.dtype.kind == "m":
+            values = pa.array(values.astype("timedelta64[ns]"), type=pa.duration("ns"))
+        elif values.dtype.kind in "iu":
+            values = pa.array(values.astype(np.int64), type=pa.int64())
+        else:
+            raise ConfigError(
+                f"timeline {name!r}: values must be integers (sequence), datetime64 (timestamp) or "
+                f"timedelta64 (duration), got dtype {values.dtype}"
+            )
+    t = values.type
+    if pa.types.is_integer(t):
+        return "sequence", values.cast(pa.int64())
+    if pa.types.is_timestamp(t):
+        return "timestamp", values.cast(pa.timestamp("ns"))
+    if pa.types.is_duration(t):
+        return "duration", values.cast(pa.duration("ns"))
+    raise ConfigError(f"timeline {name!r}: unsupported Arrow type {t}")
+
+
+def component_array(name: str, values: ComponentLike, num_rows: int) -> pa.Array:
+    """Convert component values to an Arrow ``List`` array of ``num_rows`` rows."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if isinstance(values, pa.Array):
+        arr = values
+        if not (pa.types.is_list(arr.type) or pa.types.is_large_list(arr.type)):
+            arr = _wrap_rows(arr)
+        elif pa.types.is_large_list(arr.type):
+            arr = arr.cast(pa.list_(arr.type.value_type))
+    elif isinstance(values, np.ndarray) and values.dtype.kind in "biuf":
+        arr = _numpy_to_list(values)
+    elif isinstance(values, list | tuple) and values and isinstance(values[0], bytes | bytearray):
+        arr = _wrap_rows(pa.array(values, type=pa.binary()))
+    else:
+        np_values: npt.NDArray[Any] = np.asarray(values)
+        if np_values.dtype.kind in "biuf":
+            arr = _numpy_to_list(np_values)
+        else:
+            arr = _wrap_rows(pa.array(list(np_values)))
+    if len(arr) != num_rows:
+        raise ConfigError(
+            f"component {name!r} has {len(arr)} rows but its timelines have {num_rows}; "
+            "give one value (or list) per row"
+        )
+    return arr
+
+
+def _numpy_to_list(values: npt.NDArray[Any]) -> pa.Array:
+    if values.ndim == 1:
+        values = values[:, None]
+    if values.ndim != 2:
+        raise ConfigError(f"numeric components must be [N] or [N, D] arrays, got shape {values.shape}")
+    n, d = values.shape
+    flat = pa.array(np.ascontiguousarray(values).reshape(-1))
+    offsets = pa.array(np.arange(0, (n + 1) * d, d, dtype=np.int32)) if n else pa.array([0], pa.int32())
+    return pa.ListArray.from_arrays(offsets, flat)
+
+
+def _wrap_rows(values: pa.Array) -> pa.Array:
+    offsets = pa.array(np.arange(len(values) + 1, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+class RecordingWriter:
+    """Accumulates one recording in memory and writes it as a rayform recording file on close."""
+
+    def __init__(self, path: str | os.PathLike[str], *, recording_id: str,
+                 application_id: str = "rayform") -> None:
+        validate_segment_id(recording_id)
+        self._path = Path(path)
+        self._recording_id = recording_id
+        self._application_id = application_id
+        self._properties: dict[str, PropertyValue] = {}
+        self._timelines: dict[str, TimelineKind] = {}
+        self._blocks: dict[str, list[tuple[dict[str, pa.Array], dict[str, pa.Array]]]] = {}
+        self._static: dict[str, dict[str, pa.Array]] = {}
+        self._assets: dict[str, tuple[Path | bytes, AssetInfo]] = {}
+        self._closed = False
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    # ----------------------------------------------------------------- properties / assets
+    def set_property(self, name: str, value: PropertyValue) -> None:
+        """Set one static segment property (str, int, float, bool or None)."""
+        if not isinstance(value, str | int | float | bool | type(None)):
+            raise ConfigError(
+                f"property {name!r}: values must be str, int, float, bool or None, "
+                f"got {type(value).__name__}"
+            )
+        if not name or "\n" in name:
+            raise ConfigError(f"property name {name!r} must be a non-empty single line")
+        self._properties[name] = value
+
+    def set_properties(self, **properties: PropertyValue) -> None:
+        """Set several properties: ``rec.set_properties(task="pick", success=True)``."""
+        for name, value in properties.items():
+            self.set_property(name, value)
+
+    def add_asset(self, data: str | os.PathLike[str] | bytes, *, media_type: str) -> str:
+        """Attach a side file (e.g. an MP4) kept as-is; returns its content hash (sha256 hex)."""
+        if isinstance(data, bytes):
+            digest = hashlib.sha256(data).hexdigest()
+            self._assets[digest] = (data, AssetInfo(media_type=media_type, size_bytes=len(data)))
+            return digest
+        src = Path(data)
+        digest = _file_digest(src)
+        self._assets[digest] = (src, AssetInfo(media_type=media_type, size_bytes=src.stat().st_size))
+        return digest
+
+    # ----------------------------------------------------------------------------- logging
+    def log_columns(self, entity_path: str, *, timelines: Mapping[str, TimelineLike],
+                    components: Mapping[str, ComponentLike]) -> None:
+        """Log ``N`` rows of an entity: every timeline and component has one value per row."""
+        self._check_open()
+        validate_entity_path(entity_path)
+        if not timelines:
+            raise ConfigError(
+                f"entity {entity_path!r}: log_columns needs at least one timeline; "
+                "use log_static for static data"
+            )
+        tls: dict[str, pa.Array] = {}
+        num_rows: int | None = None
+        for name, values in timelines.items():
+            kind, arr = timeline_array(name, values)
+            known = self._timelines.get(name)
+            if known is not None and known != kind:
+                raise SchemaConflictError(
+                    f"timeline {name!r} was logged as a {known} timeline and now as {kind}"
+                )
+            if arr.null_count:
+                raise ConfigError(f"timeline {name!r} of entity {entity_path!r} contains nulls")
+            if num_rows is not None and len(arr) != num_rows:
+                raise ConfigError(
+                    f"entity {entity_path!r}: timeline {name!r} has {len(arr)} values, others {num_rows}"
+                )
+            num_rows = len(arr)
+            self._timelines[name] = kind
+            tls[name] = arr
+        assert num_rows is not None
+        comps = {c: component_array(f"{entity_path}:{c}", v, num_rows) for c, v in components.items()}
+        if not comps:
+            raise ConfigError(f"entity {entity_path!r}: log_columns needs at least one component")
+        self._blocks.setdefault(entity_path, []).append((tls, comps))
+
+    def log_static(self, entity_path: str, *, components: Mapping[str, ComponentLike]) -> None:
+        """Log static (timeless) components of an entity: one value (list) per component."""
+        self._check_open()
+        validate_entity_path(entity_path)
+        if entity_path == PROPERTIES_ENTITY:
+            raise ConfigError(f"use set_property for {PROPERTIES_ENTITY}")
+        static = self._static.setdefault(entity_path, {})
+        for name, value in components.items():
+            if isinstance(value, pa.Array) and pa.types.is_list(value.type):
+                static[name] = component_array(name, value, 1)
+            elif isinstance(value, str | bytes | int | float | bool):
+                static[name] = component_array(name, pa.array([value]), 1)
+            else:
+                static[name] = component_array(name, pa.array([np.asarray(value).reshape(-1)]), 1)
+
+    def log_scalars(self, entity_path: str, *, timelines: Mapping[str, TimelineLike],
+                    values: npt.ArrayLike) -> None:
+        """Log scalars or vectors (``[N]`` or ``[N, D]``) as ``Scalars:scalars``, keeping the dtype."""
+        self.log_columns(entity_path, timelines=timelines, components={SCALARS: np.asarray(values)})
+
+    def log_encoded_images(self, entity_path: str, *, timelines: Mapping[str, TimelineLike],
+                           blobs: Sequence[bytes], media_type: str) -> None:
+        """Log encoded images (JPEG/PNG bytes, one per row) as ``EncodedImage:blob``."""
+        n = len(blobs)
+        self.log_columns(
+            entity_path,
+            timelines=timelines,
+            components={
+                ENCODED_IMAGE_BLOB: _wrap_rows(pa.array(list(blobs), type=pa.binary())),
+                ENCODED_IMAGE_MEDIA_TYPE: _wrap_rows(pa.array([media_type] * n, type=pa.string())),
+            },
+        )
+
+    def log_video_stream(self, entity_path: str, *, timelines: Mapping[str, TimelineLike],
+                         samples: Sequence[bytes], is_keyframe: npt.ArrayLike, codec: str) -> None:
+        """Log a video packet stream: one encoded packet per row, its keyframe flag, the codec."""
+        flags = np.asarray(is_keyframe, dtype=bool)
+        if flags.shape != (len(samples),):
+            raise ConfigError(
+                f"entity {entity_path!r}: is_keyframe has shape {flags.shape}, expected ({len(samples)},)"
+            )
+        self.log_columns(
+            entity_path,
+            timelines=timelines,
+            components={
+                VIDEO_SAMPLE: _wrap_rows(pa.array(list(samples), type=pa.binary())),
+                VIDEO_IS_KEYFRAME: _wrap_rows(pa.array(flags, type=pa.bool_())),
+            },
+        )
+        self.log_static(entity_path, components={VIDEO_CODEC: codec})
+
+    def log_video_asset(self, entity_path: str, video: str | os.PathLike[str] | bytes, *,
+                        timelines: Mapping[str, TimelineLike], frame_timestamps_ns: npt.ArrayLike,
+                        is_keyframe: npt.ArrayLike, media_type: str = "video/mp4") -> str:
+        """Attach a video file kept as-is, plus one row per frame (its pts in ns, keyframe flag).
+
+        Returns the asset's sha256. Frame ``i`` is shown at the timelines' ``i``-th values.
+        """
+        pts = np.asarray(frame_timestamps_ns, dtype=np.int64)
+        flags = np.asarray(is_keyframe, dtype=bool)
+        if pts.shape != flags.shape or pts.ndim != 1:
+            raise ConfigError(
+                f"entity {entity_path!r}: frame_timestamps_ns {pts.shape} and is_keyframe "
+                f"{flags.shape} must be 1-D arrays of the same length"
+            )
+        digest = self.add_asset(video, media_type=media_type)
+        self.log_columns(
+            entity_path,
+            timelines=timelines,
+            components={
+                VIDEO_FRAME_TIMESTAMP: _wrap_rows(pa.array(pts, type=pa.int64())),
+                VIDEO_FRAME_IS_KEYFRAME: _wrap_rows(pa.array(flags, type=pa.bool_())),
+            },
+        )
+        self.log_static(entity_path, components={VIDEO_ASSET: digest,
+                                                  VIDEO_ASSET_MEDIA_TYPE: media_type})
+        return digest
+
+    # ------------------------------------------------------------------------------ output
+    def build_table(self) -> tuple[RecordingHeader, pa.Table]:
+        """Assemble the wide table and header without writing anything."""
+        columns: dict[str, pa.DataType] = {}
+        for name, kind in self._timelines.items():
+            columns[name] = {"sequence": pa.int64(), "timestamp": pa.timestamp("ns"),
+                             "duration": pa.duration("ns")}[kind]
+        entity_tables: list[tuple[str, bool, pa.Table]] = []
+        for entity in sorted(self._blocks):
+            parts = [pa.table({**t, **{f"{entity}:{c}": a for c, a in comps.items()}})
+                     for t, comps in self._blocks[entity]]
+            table = pa.concat_tables(parts, promote_options="permissive")
+            first = next(iter(self._blocks[entity][0][0]))
+            if table.num_rows > 1:
+                order = pa.compute.sort_indices(table, sort_keys=[(first, "ascending")])
+                table = table.take(order)
+            entity_tables.append((entity, False, table))
+        for entity in sorted(self._static):
+            table = pa.table({f"{entity}:{c}": a for c, a in self._static[entity].items()})
+            entity_tables.append((entity, True, table))
+        for _, _, table in entity_tables:
+            for field in table.schema:
+                if field.name in self._timelines:
+                    continue
+                known = columns.get(field.name)
+                if known is not None and known != field.type:
+                    raise SchemaConflictError(
+                        f"column {field.name!r} logged with types {known} and {field.type}"
+                    )
+                columns[field.name] = field.type
+        schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
+        batches: list[pa.RecordBatch] = []
+        entities: dict[str, EntityRows] = {}
+        static_entities: dict[str, EntityRows] = {}
+        row = 0
+        for entity, is_static, table in entity_tables:
+            arrays = []
+            for field in schema:
+                if field.name in table.column_names:
+                    arrays.append(table.column(field.name).combine_chunks().cast(field.type))
+                else:
+                    arrays.append(pa.nulls(table.num_rows, type=field.type))
+            batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
+            comps = sorted(c.split(":", 1)[1] for c in table.column_names if c not in self._timelines)
+            rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
+            (static_entities if is_static else entities)[entity] = rows
+            row += table.num_rows
+        header = RecordingHeader(
+            format=RECORDING_FORMAT,
+            format_version=RECORDING_FORMAT_VERSION,
+            recording_id=self._recording_id,
+            application_id=self._application_id,
+            properties=dict(self._properties),
+            timelines=dict(self._timelines),
+            entities=entities,
+            static_entities=static_entities,
+            assets={h: info for h, (_, info) in self._assets.items()},
+        )
+        schema = schema.with_metadata({b"rayform:recording": header.to_bytes()})
+        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+        return header, table
+
+    def close(self) -> Path:
+        """Write the recording file (atomically) and its assets; returns the file's path."""
+        self._check_open()
+        _, table = self.build_table()
+        with atomic_path(self._path) as tmp:
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
+                for batch in table.to_batches():
+                    writer.write_batch(batch)
+            if self._assets:
+                asset_dir = asset_dir_for(self._path)
+                asset_dir.mkdir(parents=True, exist_ok=True)
+                for digest, (src, _) in self._assets.items():
+                    dest = asset_dir / digest
+                    if isinstance(src, bytes):
+                        dest.write_bytes(src)
+                    else:
+                        _link_or_copy(src, dest)
+        self._closed = True
+        return self._path
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigError(f"RecordingWriter for {self._path} is already closed")
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+
+
+# Digests of asset files already hashed in this process, keyed by the file's identity: a LeRobot
+# v3.0 video holding many episodes is attached to each episode's recording and hashed once.
+_DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _file_digest(src: Path) -> str:
+    st = src.stat()
+    key = (str(src.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        h = hashlib.sha256()
+        with src.open("rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+        digest = h.hexdigest()
+        if len(_DIGESTS) >= 4096:
+            _DIGESTS.clear()
+        _DIGESTS[key] = digest
+    return digest
+
+
+def _link_or_copy(src: Path, dest: Path) -> None:
+    """Hard-link an asset next to its recording (no copy of a large video); copy across devices."""
+    try:
+        os.link(src, dest)
+    except OSError:
+        shutil.copyfile(src, dest)
+
+
+def asset_dir_for(recording_path: Path) -> Path:
+    """The folder next to a recording file that holds its assets, named by content hash."""
+    return recording_path.with_name(recording_path.name + ASSETS_SUFFIX)

@@ -1,0 +1,287 @@
+"""The local, content-addressed cache of remote catalog data, safe to share between processes.
+
+Layout under ``RAYFORM_CACHE_DIR`` (default ``~/.cache/rayform``)::
+
+    objects/<ab>/<sha256>        verified, read-only copies of data objects (shared by all catalogs)
+    meta/<url-hash>/…            small pointer files: which object holds a catalog's metadata file
+    tmp/                         downloads in flight (renamed into ``objects/`` once verified)
+    locks/<abc>.lock             advisory locks so that processes of one host fetch an object once
+
+Every file appears by an atomic rename of a complete, hash-checked temporary file, so a reader never
+sees a torn file, and two processes (or two machines sharing the folder over NFS) fetching the same
+object at once both end with the same bytes. A cached object is hashed again the first time each
+process opens it; a corrupt one is deleted and fetched again. A failed download leaves nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import BinaryIO, Protocol
+
+from rayform._atomic import write_atomic
+from rayform.storage._retry import RetryPolicy, TransientError
+from rayform.storage._store import sha256_file
+
+CACHE_ENV = "RAYFORM_CACHE_DIR"
+OFFLINE_ENV = "RAYFORM_OFFLINE"
+STALE_PART_S = 24 * 3600.0
+_HEX = frozenset("0123456789abcdef")
+
+
+def default_cache_dir() -> Path:
+    """``$RAYFORM_CACHE_DIR``, else ``~/.cache/rayform``."""
+    configured = os.environ.get(CACHE_ENV)
+    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "rayform"
+
+
+def is_offline() -> bool:
+    """True when ``RAYFORM_OFFLINE`` is set to anything but ``""``, ``0``, ``false`` or ``no``."""
+    return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+def is_digest(text: str) -> bool:
+    return len(text) == 64 and set(text) <= _HEX
+
+
+class Sink(Protocol):
+    """Where a transport writes a download's bytes."""
+
+    def write(self, data: bytes, /) -> int: ...
+
+
+class _HashingSink:
+    def __init__(self, fh: BinaryIO) -> None:
+        self._fh = fh
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes, /) -> int:
+        self.hash.update(data)
+        self.size += len(data)
+        return self._fh.write(data)
+
+
+Download = Callable[[Sink], None]
+
+
+class ObjectCache:
+    """A content-addressed object cache in one folder (see the module docstring for the layout)."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = (root if root is not None else default_cache_dir()).expanduser().resolve()
+        self._verified: dict[str, tuple[int, int, int]] = {}
+        self._swept = False
+
+    def __repr__(self) -> str:
+        return f"ObjectCache({str(self.root)!r})"
+
+    # ------------------------------------------------------------------------------ paths
+    def path_of(self, digest: str) -> Path:
+        """Where the object ``digest`` lives in the cache (whether or not it is there)."""
+        return self.root / "objects" / digest[:2] / digest
+
+    def tmp_dir(self) -> Path:
+        path = self.root / "tmp"
+        path.mkdir(parents=True, exist_ok=True)
+        if not self._swept:
+            self._swept = True
+            _sweep_stale_parts(path)
+        return path
+
+    def staging_dir(self) -> Path:
+        """A fresh folder on the cache's filesystem for one operation's temporary files."""
+        return Path(tempfile.mkdtemp(prefix="staging-", dir=self.tmp_dir()))
+
+    # ------------------------------------------------------------------------------ reads
+    def cached(self, digest: str) -> Path | None:
+        """The verified local path of ``digest``, or None when absent (a corrupt copy is removed)."""
+        path = self.path_of(digest)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        if self._verified.get(digest) == stamp:
+            return path
+        if sha256_file(path) != digest:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()  # corrupt: readers holding it open keep their inode
+            self._verified.pop(digest, None)
+            return None
+        self._verified[digest] = stamp
+        return path
+
+    def read_bytes(self, digest: str) -> bytes | None:
+        """The verified content of a (small) cached object, or None."""
+        path = self.path_of(digest)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        if hashlib.sha256(data).hexdigest() != digest:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+            return None
+        return data
+
+    # ----------------------------------------------------------------------------- writes
+    def fetch(self, digest: str, download: Download, *, retry: RetryPolicy, what: str) -> Path:
+        """The local path of ``digest``, downloading it with ``download`` when not cached.
+
+        ``download(sink)`` writes the object's bytes into ``sink`` and raises
+        :class:`TransientError` on a dropped connection; each attempt starts a fresh temporary
+        file, which is removed whatever happens unless it is complete and its sha256 matches.
+
+        Raises:
+            RemoteError: every attempt failed.
+        """
+        path = self.cached(digest)
+        if path is not None:
+            return path
+        with self._lock(digest):
+            path = self.cached(digest)  # another process may have fetched it meanwhile
+            if path is not None:
+                return path
+
+            def attempt() -> Path:
+                return self._download_once(digest, download)
+
+            return retry.run(attempt, what=what)
+
+    def _download_once(self, digest: str, download: Download) -> Path:
+        tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            with tmp.open("wb") as fh:
+                sink = _HashingSink(fh)
+                download(sink)
+                fh.flush()
+                os.fsync(fh.fileno())
+            got = sink.hash.hexdigest()
+            if got != digest:
+                raise TransientError(
+                    f"downloaded {sink.size} bytes whose sha256 is {got}, not {digest} "
+                    "(truncated or altered in transit)"
+                )
+            return self._install(tmp, digest)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def _install(self, tmp: Path, digest: str) -> Path:
+        path = self.path_of(digest)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(tmp, 0o444)
+        os.replace(tmp, path)  # atomic: readers see no file or the whole file
+        st = path.stat()
+        self._verified[digest] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        return path
+
+    def add_file(self, src: Path, digest: str) -> Path:
+        """Copy a local file whose sha256 is ``digest`` into the cache (no-op when present)."""
+        present = self.cached(digest)
+        if present is not None:
+            return present
+        tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            with src.open("rb") as fin, tmp.open("wb") as fout:
+                h = hashlib.sha256()
+                while chunk := fin.read(1 << 22):
+                    h.update(chunk)
+                    fout.write(chunk)
+                fout.flush()
+                os.fsync(fout.fileno())
+            if h.hexdigest() != digest:
+                raise ValueError(f"{src}: content changed while it was being cached")
+            return self._install(tmp, digest)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+
+    def put_bytes(self, data: bytes) -> str:
+        """Store a small blob; returns its sha256."""
+        digest = hashlib.sha256(data).hexdigest()
+        if self.path_of(digest).exists():
+            return digest
+        tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
+        try:
+            with tmp.open("wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            self._install(tmp, digest)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+        return digest
+
+    def write_pointer(self, path: Path, digest: str) -> None:
+        """Atomically make the small file ``path`` name ``digest``."""
+        try:
+            if path.read_text() == digest:
+                return
+        except (FileNotFoundError, UnicodeDecodeError, NotADirectoryError):
+            pass
+        write_atomic(path, digest.encode())
+
+    @contextlib.contextmanager
+    def _lock(self, digest: str) -> Iterator[None]:
+        """Hold the advisory lock of ``digest``'s stripe (best effort: none where unsupported)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield
+            return
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        fd = os.open(locks / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            # ENOLCK on an NFS mount without a lock manager: go on unlocked (still correct,
+            # the object may just be downloaded twice).
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+
+class MetadataCache:
+    """Which cached object holds each metadata file (or listing) of one remote catalog."""
+
+    def __init__(self, cache: ObjectCache, url: str) -> None:
+        self.cache = cache
+        self.dir = cache.root / "meta" / hashlib.sha256(url.encode()).hexdigest()[:16]
+
+    def _pointer(self, space: str, name: str) -> Path:
+        parts = [p for p in name.split("/") if p]
+        return self.dir.joinpath(space, *parts, "@ref") if space == "lists" \
+            else self.dir.joinpath(space, *parts)
+
+    def get(self, space: str, name: str) -> bytes | None:
+        """The last content stored for ``name`` in ``space`` (``"keys"`` or ``"lists"``)."""
+        try:
+            digest = self._pointer(space, name).read_text()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError, UnicodeDecodeError):
+            return None
+        return self.cache.read_bytes(digest) if is_digest(digest) else None
+
+    def put(self, space: str, name: str, data: bytes) -> None:
+        digest = self.cache.put_bytes(data)
+        self.cache.write_pointer(self._pointer(space, name), digest)
+
+
+def _sweep_stale_parts(tmp: Path) -> None:
+    """Remove downloads left by processes killed more than a day ago."""
+    cutoff = time.time() - STALE_PART_S
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tmp):
+            if entry.name.endswith(".part"):
+                with contextlib.suppress(OSError):
+                    if entry.stat().st_mtime < cutoff:
+                        os.unlink(entry.path)

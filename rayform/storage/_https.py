@@ -1,0 +1,157 @@
+"""Read-only catalogs served by any static web server over HTTPS (or plain HTTP on a trusted net).
+
+Web servers cannot list folders, so the catalog's listing files (``.listing.json``, written by every
+local catalog, see :mod:`rayform.storage._listing`) stand in for listings. TLS certificates are
+checked against the system's trust store, ``SSL_CERT_FILE``, or ``RAYFORM_CA_BUNDLE`` (a PEM file,
+for a private certificate authority). One keep-alive connection per thread, opened after a fork.
+"""
+
+from __future__ import annotations
+
+import http.client
+import os
+import ssl
+import threading
+from urllib.parse import quote, urlsplit
+
+from rayform.errors import CatalogNotFoundError, CorruptMetadataError, RemoteError
+from rayform.storage._cache import Sink
+from rayform.storage._listing import decode_listing, listing_key
+from rayform.storage._remote import Transport
+from rayform.storage._retry import RetryPolicy, TransientError
+
+CA_BUNDLE_ENV = "RAYFORM_CA_BUNDLE"
+CHUNK_BYTES = 1 << 20
+
+
+class HttpTransport(Transport):
+    """GET / HEAD requests below a base URL."""
+
+    writable = False
+
+    def __init__(self, url: str, *, retry: RetryPolicy) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise CatalogNotFoundError(
+                f"{url!r} is not an http(s) catalog URL; expected https://host[:port]/path"
+            )
+        self.url = url.rstrip("/")
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port
+        self._base = parts.path.rstrip("/")
+        self._timeout_s = retry.timeout_s
+        self._local = threading.local()
+        self._context: ssl.SSLContext | None = None
+        self._root_listed: bool | None = None
+
+    # ----------------------------------------------------------------------- connections
+    def _ssl_context(self) -> ssl.SSLContext:
+        if self._context is None:
+            bundle = os.environ.get(CA_BUNDLE_ENV) or None
+            self._context = ssl.create_default_context(cafile=bundle)
+        return self._context
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            if self._scheme == "https":
+                conn = http.client.HTTPSConnection(self._host, self._port,
+                                                   timeout=self._timeout_s,
+                                                   context=self._ssl_context())
+            else:
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
+            self._local.conn = conn
+            self._local.pid = os.getpid()
+        return conn
+
+    def _drop(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and getattr(self._local, "pid", None) == os.getpid():
+            conn.close()
+        self._local.conn = None
+
+    def _path(self, key: str) -> str:
+        return f"{self._base}/{quote(key, safe='/')}"
+
+    def _request(self, method: str, key: str) -> http.client.HTTPResponse:
+        where = f"{self.url}/{key}"
+        conn = self._connection()
+        try:
+            conn.request(method, self._path(key), headers={"Accept-Encoding": "identity"})
+            resp = conn.getresponse()
+        except ssl.SSLCertVerificationError as err:
+            self._drop()
+            raise RemoteError(
+                f"{method} {where}: TLS certificate not trusted ({err.verify_message}); point "
+                f"{CA_BUNDLE_ENV} or SSL_CERT_FILE at the CA bundle (PEM) that signed it"
+            ) from err
+        except (OSError, http.client.HTTPException) as err:
+            self._drop()
+            raise TransientError(f"{method} {where}: {type(err).__name__}: {err}") from err
+        if resp.status in (200, 206):
+            return resp
+        self._finish(resp)
+        if resp.status == 404:
+            raise FileNotFoundError(f"{where} does not exist (HTTP 404)")
+        if resp.status == 429 or resp.status >= 500:
+            raise TransientError(f"{method} {where}: HTTP {resp.status} {resp.reason}")
+        raise RemoteError(
+            f"{method} {where}: HTTP {resp.status} {resp.reason}; check the URL and that the "
+            "server lets you read it"
+        )
+
+    def _finish(self, resp: http.client.HTTPResponse) -> None:
+        try:
+            resp.read()
+        except (OSError, http.client.HTTPException):
+            self._drop()
+
+    # ---------------------------------------------------------------------------- reads
+    def download(self, key: str, sink: Sink) -> None:
+        resp = self._request("GET", key)
+        expected = resp.getheader("Content-Length")
+        received = 0
+        try:
+            while chunk := resp.read(CHUNK_BYTES):
+                sink.write(chunk)
+                received += len(chunk)
+        except (OSError, http.client.HTTPException) as err:
+            self._drop()
+            raise TransientError(
+                f"GET {self.url}/{key}: connection dropped after {received} bytes: "
+                f"{type(err).__name__}: {err}"
+            ) from err
+        if expected is not None and received != int(expected):
+            self._drop()
+            raise TransientError(
+                f"GET {self.url}/{key}: connection closed after {received} of {expected} bytes"
+            )
+
+    def exists(self, key: str) -> bool:
+        try:
+            resp = self._request("HEAD", key)
+        except FileNotFoundError:
+            return False
+        self._finish(resp)
+        return True
+
+    def list_names(self, prefix: str) -> list[str]:
+        key = listing_key(prefix)
+        try:
+            raw = self.get(key)
+        except FileNotFoundError:
+            if prefix and not self._has_root_listing():
+                raise CorruptMetadataError(
+                    f"catalog {self.url} has no listing files ({listing_key('')}): it was written "
+                    "by an older rayform, or published without its hidden files; run "
+                    "`rayform index PATH` (rayform.catalog.index_catalog) on the catalog "
+                    "directory and publish it again, dotfiles included"
+                ) from None
+            return []
+        return decode_listing(raw, source=f"{self.url}/{key}")
+
+    def _has_root_listing(self) -> bool:
+        if self._root_listed is None:
+            self._root_listed = self.exists(listing_key(""))
+        return self._root_listed

@@ -1,0 +1,86 @@
+"""Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+from rayform.storage._hashcopy import copy_hashed
+from rayform.storage._listing import LocalListings
+from rayform.storage._store import STAGING_DIR, Store, object_key
+
+
+class LocalStore(Store):
+    """A catalog that is a directory on a local or shared (NFS) filesystem."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root.resolve()
+        self.url = str(self.root)
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*key.split("/"))
+
+    def read_bytes(self, key: str) -> bytes:
+        return self._path(key).read_bytes()
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def list_names(self, prefix: str) -> list[str]:
+        try:
+            return sorted(os.listdir(self._path(prefix)))
+        except FileNotFoundError:
+            return []
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        dest = self._path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        # The temporary file lives in the staging folder, so a writer killed before the link
+        # leaves no stray file next to the metadata (only invisible garbage in .staging).
+        staging = self.root / STAGING_DIR
+        staging.mkdir(exist_ok=True)
+        tmp = staging / f"{dest.name}.{uuid.uuid4().hex}.tmp"
+        with tmp.open("wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        try:
+            os.link(tmp, dest)  # atomic, fails if dest exists: the commit point
+        except FileExistsError:
+            return False
+        finally:
+            tmp.unlink()
+        # Listing files let a static HTTPS server publish this directory as a catalog.
+        LocalListings(self.root).refresh_above(key)
+        return True
+
+    def put_object(self, src: Path) -> tuple[str, int]:
+        staging = self.root / STAGING_DIR
+        staging.mkdir(exist_ok=True)
+        tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
+        try:
+            digest, size = copy_hashed(src, tmp)
+            dest = self._path(object_key(digest))
+            if not dest.exists():
+                os.chmod(tmp, 0o444)
+                try:
+                    os.replace(tmp, dest)
+                except FileNotFoundError:  # first object under this prefix
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(tmp, dest)
+            return digest, size
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def object_path(self, digest: str) -> Path:
+        path = self._path(object_key(digest))
+        if not path.exists():
+            raise FileNotFoundError(f"object {digest} is missing from catalog {self.url}")
+        return path
+
+    def staging_dir(self) -> Path:
+        base = self.root / STAGING_DIR
+        base.mkdir(exist_ok=True)
+        return Path(tempfile.mkdtemp(dir=base))

@@ -1,0 +1,181 @@
+"""Remote catalogs (``s3://bucket/prefix``, ``https://host/prefix``) behind the ``Store`` interface.
+
+A :class:`RemoteStore` adds to a :class:`Transport` (the protocol: S3 or HTTPS) everything the two
+share: the local content-addressed cache (data objects are fetched on demand, verified, and read
+from disk afterwards), retries with backoff, offline mode (``RAYFORM_OFFLINE=1``), and metadata
+caching. Snapshot and slice files are immutable, so once cached they are never fetched again;
+``catalog.json``, entry files and listings are fetched on every open while online, and the last copy
+seen serves offline use.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from rayform.errors import OfflineError, ReadOnlyCatalogError
+from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
+from rayform.storage._retry import RetryPolicy
+from rayform.storage._store import Store, object_key, sha256_file
+
+CATALOG_FILE = "catalog.json"
+_IMMUTABLE_KEYS = (
+    re.compile(r"^entries/[^/]+/versions/\d+\.json$"),
+    re.compile(r"^slices/slc_[0-9a-f]+\.json$"),
+)
+
+
+def is_immutable_key(key: str) -> bool:
+    """Metadata files that never change once written (safe to serve from cache while online)."""
+    return any(p.match(key) for p in _IMMUTABLE_KEYS)
+
+
+class Transport(ABC):
+    """One protocol's requests. Raises ``FileNotFoundError`` for a missing key,
+    :class:`~rayform.storage._retry.TransientError` when a retry may help, and
+    :class:`~rayform.errors.RemoteError` otherwise."""
+
+    url: str
+    writable: bool
+
+    def get(self, key: str) -> bytes:
+        """The whole content of a small file (through :meth:`download`)."""
+        buffer = io.BytesIO()
+        self.download(key, buffer)
+        return buffer.getvalue()
+
+    @abstractmethod
+    def download(self, key: str, sink: Sink) -> None:
+        """Stream a file's content into ``sink``; a short body raises ``TransientError``."""
+
+    @abstractmethod
+    def list_names(self, prefix: str) -> list[str]:
+        """Names directly below ``prefix`` (empty if none)."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    def put_exclusive(self, key: str, data: bytes) -> bool:
+        """Create ``key`` unless it exists; False when it does."""
+        raise ReadOnlyCatalogError(f"{self.url} is read-only")
+
+    def upload(self, key: str, src: Path) -> None:
+        """Store the local file ``src`` under ``key`` (overwriting is harmless: same content)."""
+        raise ReadOnlyCatalogError(f"{self.url} is read-only")
+
+
+class RemoteStore(Store):
+    """A catalog on an object store or web server, read through the local cache."""
+
+    def __init__(self, transport: Transport, *, cache: ObjectCache | None = None,
+                 retry: RetryPolicy | None = None) -> None:
+        self.transport = transport
+        self.url = transport.url
+        self.read_only = not transport.writable
+        self.cache = cache if cache is not None else ObjectCache()
+        self.retry = retry if retry is not None else RetryPolicy.from_env()
+        self.meta = MetadataCache(self.cache, self.url)
+        self._namespace: str | None = None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.url!r}, cache={str(self.cache.root)!r})"
+
+    # ------------------------------------------------------------------------- offline
+    def _offline(self, what: str) -> OfflineError:
+        return OfflineError(
+            f"RAYFORM_OFFLINE=1 forbids network access and {what} of catalog {self.url} is not "
+            f"in the local cache {self.cache.root}; prefetch it while online with "
+            "`rayform pull slc_…` (the slice you read), or unset RAYFORM_OFFLINE"
+        )
+
+    # ----------------------------------------------------------------------- metadata
+    def _space(self, key: str) -> str:
+        """Cache namespace of a key: immutable files are scoped to the catalog's identity (the
+        hash of its ``catalog.json``), so a catalog recreated at the same URL never reads stale
+        snapshots."""
+        if not is_immutable_key(key):
+            return "keys"
+        if self._namespace is None:
+            self._namespace = hashlib.sha256(self.read_bytes(CATALOG_FILE)).hexdigest()[:16]
+        return f"keys@{self._namespace}"
+
+    def read_bytes(self, key: str) -> bytes:
+        space = self._space(key)
+        if is_immutable_key(key):
+            cached = self.meta.get(space, key)
+            if cached is not None:
+                return cached
+        if is_offline():
+            cached = self.meta.get(space, key)
+            if cached is None:
+                raise self._offline(f"metadata file {key!r}")
+            return cached
+        data = self.retry.run(lambda: self.transport.get(key), what=f"GET {self.url}/{key}")
+        self.meta.put(space, key, data)
+        return data
+
+    def exists(self, key: str) -> bool:
+        if is_offline():
+            if self.meta.get(self._space(key), key) is not None:
+                return True
+            raise self._offline(f"{key!r}")
+        return self.retry.run(lambda: self.transport.exists(key), what=f"HEAD {self.url}/{key}")
+
+    def list_names(self, prefix: str) -> list[str]:
+        if is_offline():
+            cached = self.meta.get("lists", prefix)
+            if cached is None:
+                raise self._offline(f"the listing of {prefix or '/'!r}")
+            return sorted(n for n in cached.decode().split("\n") if n)
+        names = sorted(self.retry.run(lambda: self.transport.list_names(prefix),
+                                      what=f"list {self.url}/{prefix}"))
+        self.meta.put("lists", prefix, "\n".join(names).encode())
+        return names
+
+    # --------------------------------------------------------------------------- writes
+    def _require_writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyCatalogError(
+                f"catalog {self.url} is read-only ({what}); write into a local or s3:// catalog"
+            )
+        if is_offline():
+            raise OfflineError(f"RAYFORM_OFFLINE=1 forbids {what} in catalog {self.url}; unset it")
+
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        self._require_writable(f"creating {key!r}")
+        created = self.retry.run(lambda: self.transport.put_exclusive(key, data),
+                                 what=f"PUT {self.url}/{key}")
+        if created:
+            self.meta.put(self._space(key), key, data)
+        return created
+
+    def put_object(self, src: Path) -> tuple[str, int]:
+        self._require_writable(f"storing {src}")
+        digest = sha256_file(src)
+        size = src.stat().st_size
+        key = object_key(digest)
+        if not self.retry.run(lambda: self.transport.exists(key), what=f"HEAD {self.url}/{key}"):
+            self.retry.run(lambda: self.transport.upload(key, src), what=f"PUT {self.url}/{key}")
+        self.cache.add_file(src, digest)  # reading it back later needs no download
+        return digest, size
+
+    # ----------------------------------------------------------------------------- data
+    def object_path(self, digest: str) -> Path:
+        cached = self.cache.cached(digest)
+        if cached is not None:
+            return cached
+        if is_offline():
+            raise self._offline(f"object {digest}")
+        key = object_key(digest)
+        return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
+                                retry=self.retry, what=f"download {self.url}/{key}")
+
+    def is_cached(self, digest: str) -> bool:
+        """True when ``digest`` is in the local cache (verified)."""
+        return self.cache.cached(digest) is not None
+
+    def staging_dir(self) -> Path:
+        return self.cache.staging_dir()

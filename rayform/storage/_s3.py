@@ -1,0 +1,206 @@
+"""Catalogs in S3-compatible object storage (``s3://bucket/prefix``), read and written with boto3.
+
+Credentials, region and endpoint come from boto3's usual chain (``AWS_ACCESS_KEY_ID``,
+``~/.aws/config``, instance roles, ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` for MinIO, R2,
+``rclone serve s3`` …). boto3's own retries are off: :class:`RetryPolicy` retries every request the
+same way for both remote protocols. One client per process (thread-safe), made after a fork.
+
+Exclusive creates (metadata commits) send ``If-None-Match: *``, which AWS S3, MinIO and R2 honour:
+of two writers racing for the same snapshot number exactly one wins. A server that ignores the
+header (``rclone serve s3`` 1.75 does) still gets a check before the write, but two writers
+committing within the same instant could then overwrite each other: serialise writers there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from rayform.errors import CatalogNotFoundError, RemoteError
+from rayform.storage._cache import Sink
+from rayform.storage._remote import Transport
+from rayform.storage._retry import RetryPolicy, TransientError
+
+CHUNK_BYTES = 1 << 20
+SINGLE_PUT_LIMIT = 4 << 30  # larger files go up in parts (one PUT is at most 5 GiB)
+_MISSING = {"404", "NoSuchKey", "NotFound"}
+_TRANSIENT = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "RequestTimeout",
+              "ServiceUnavailable", "Throttling", "ThrottlingException", "RequestTimeTooSkewed"}
+_PRECONDITION = {"412", "PreconditionFailed", "ConditionalRequestConflict", "409"}
+
+
+def _boto() -> Any:
+    try:
+        import boto3
+        import botocore
+    except ImportError as err:
+        raise ImportError("s3:// catalogs need boto3: pip install 'rayform[s3]'") from err
+    return boto3, botocore
+
+
+_CLIENTS: dict[tuple[object, ...], Any] = {}
+_CLIENTS_LOCK = threading.Lock()
+_CLIENT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
+               "AWS_DEFAULT_REGION", "AWS_REGION")
+
+
+def _after_fork_in_child() -> None:
+    """A forked worker makes its own client (and a free lock: another thread may have held it)."""
+    global _CLIENTS_LOCK
+    _CLIENTS_LOCK = threading.Lock()
+    _CLIENTS.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _client_for(timeout_s: float) -> Any:
+    """This process's boto3 S3 client for the current AWS settings (made once: building one
+    costs ~0.2 s of model loading; clients are thread-safe, and a fork gets a new one)."""
+    key = (os.getpid(), timeout_s, *(os.environ.get(name) for name in _CLIENT_ENV))
+    client = _CLIENTS.get(key)
+    if client is not None:
+        return client
+    with _CLIENTS_LOCK:
+        client = _CLIENTS.get(key)
+        if client is None:
+            boto3, botocore = _boto()
+            custom_endpoint = bool(os.environ.get("AWS_ENDPOINT_URL_S3")
+                                   or os.environ.get("AWS_ENDPOINT_URL"))
+            config = botocore.config.Config(
+                retries={"total_max_attempts": 1, "mode": "standard"},
+                connect_timeout=timeout_s,
+                read_timeout=timeout_s,
+                max_pool_connections=32,
+                s3={"addressing_style": "path" if custom_endpoint else "auto"},
+                # Checksum trailers (aws-chunked uploads) are not understood by every
+                # S3-compatible server; content is verified by its sha256 name instead.
+                request_checksum_calculation="when_required",
+                response_checksum_validation="when_required",
+            )
+            client = boto3.session.Session().client("s3", config=config)
+            _CLIENTS[key] = client
+    return client
+
+
+class S3Transport(Transport):
+    """Requests to one bucket, below one key prefix."""
+
+    writable = True
+
+    def __init__(self, url: str, *, retry: RetryPolicy) -> None:
+        rest = url[len("s3://"):].strip("/")
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise CatalogNotFoundError(f"{url!r} names no bucket; expected s3://bucket/prefix")
+        _boto()
+        self.url = f"s3://{rest}"
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self._timeout_s = retry.timeout_s
+
+    # --------------------------------------------------------------------------- client
+    def _client(self) -> Any:
+        return _client_for(self._timeout_s)
+
+    def _key(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _call(self, what: str, fn: Any, **kwargs: Any) -> Any:
+        """Run one boto3 call, mapping its errors to ours."""
+        _, botocore = _boto()
+        try:
+            return fn(**kwargs)
+        except botocore.exceptions.ClientError as err:
+            raise self._classify(what, err) from err
+        except (botocore.exceptions.BotoCoreError, OSError) as err:
+            if isinstance(err, botocore.exceptions.NoCredentialsError):
+                raise RemoteError(
+                    f"{what}: no AWS credentials; set AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY "
+                    "or configure a profile"
+                ) from err
+            raise TransientError(f"{what}: {type(err).__name__}: {err}") from err
+
+    def _classify(self, what: str, err: Any) -> Exception:
+        code = str(err.response.get("Error", {}).get("Code", ""))
+        status = str(err.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+        if code == "NoSuchBucket":
+            return RemoteError(f"{what}: bucket {self.bucket!r} does not exist at this endpoint; "
+                               "create it first, or check the URL and AWS_ENDPOINT_URL")
+        if code in _MISSING or status == "404":
+            return FileNotFoundError(f"{what}: no such key ({code or status})")
+        if code in _TRANSIENT or status.startswith("5") or status == "429":
+            return TransientError(f"{what}: {code} (HTTP {status})")
+        if code in _PRECONDITION or status in ("412",):
+            return FileExistsError(f"{what}: {code}")
+        return RemoteError(f"{what}: {code} (HTTP {status}): {err}; check the bucket, the key "
+                           "prefix and your permissions")
+
+    # ---------------------------------------------------------------------------- reads
+    def download(self, key: str, sink: Sink) -> None:
+        _, botocore = _boto()
+        what = f"GET {self.url}/{key}"
+        resp = self._call(what, self._client().get_object, Bucket=self.bucket, Key=self._key(key))
+        body = resp["Body"]
+        expected = int(resp.get("ContentLength", -1))
+        received = 0
+        try:
+            for chunk in body.iter_chunks(CHUNK_BYTES):
+                sink.write(chunk)
+                received += len(chunk)
+        except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
+            raise TransientError(f"{what}: connection dropped after {received} bytes: "
+                                 f"{type(err).__name__}: {err}") from err
+        finally:
+            body.close()
+        if 0 <= expected != received:
+            raise TransientError(f"{what}: got {received} of {expected} bytes")
+
+    def exists(self, key: str) -> bool:
+        try:
+            self._call(f"HEAD {self.url}/{key}", self._client().head_object,
+                       Bucket=self.bucket, Key=self._key(key))
+        except FileNotFoundError:
+            return False
+        return True
+
+    def list_names(self, prefix: str) -> list[str]:
+        base = self._key(prefix).rstrip("/")
+        base = f"{base}/" if base else ""
+        names: set[str] = set()
+        paginator = self._client().get_paginator("list_objects_v2")
+        what = f"list {self.url}/{prefix}"
+
+        def pages() -> list[Any]:
+            return list(paginator.paginate(Bucket=self.bucket, Prefix=base, Delimiter="/"))
+
+        for page in self._call(what, pages):
+            for item in page.get("CommonPrefixes", []):
+                names.add(item["Prefix"][len(base):].rstrip("/"))
+            for item in page.get("Contents", []):
+                names.add(item["Key"][len(base):])
+        names.discard("")
+        return sorted(names)
+
+    # ---------------------------------------------------------------------------- writes
+    def put_exclusive(self, key: str, data: bytes) -> bool:
+        if self.exists(key):  # also covers servers that ignore If-None-Match
+            return False
+        try:
+            self._call(f"PUT {self.url}/{key}", self._client().put_object, Bucket=self.bucket,
+                       Key=self._key(key), Body=data, IfNoneMatch="*")
+        except FileExistsError:
+            return False
+        return True
+
+    def upload(self, key: str, src: Path) -> None:
+        if src.stat().st_size > SINGLE_PUT_LIMIT:
+            self._call(f"PUT {self.url}/{key}", self._client().upload_file, Filename=str(src),
+                       Bucket=self.bucket, Key=self._key(key))
+            return
+        with src.open("rb") as fh:
+            self._call(f"PUT {self.url}/{key}", self._client().put_object, Bucket=self.bucket,
+                       Key=self._key(key), Body=fh)

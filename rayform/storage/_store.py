@@ -1,0 +1,62 @@
+"""The storage interface of a catalog: a key/value view of a directory or an object store.
+
+Keys are ``/``-separated paths relative to the catalog root. Data objects are immutable and named by
+their sha256 (``objects/ab/abcdef…``); metadata snapshots are created exclusively (a second writer
+of the same key loses and retries), so a crash never leaves a half-written file visible.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+OBJECTS_PREFIX = "objects"
+STAGING_DIR = ".staging"
+
+
+def object_key(digest: str) -> str:
+    """The key of a content-addressed object."""
+    return f"{OBJECTS_PREFIX}/{digest[:2]}/{digest}"
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        while chunk := fh.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Store(ABC):
+    """Where a catalog's bytes live."""
+
+    url: str
+    read_only: bool = False
+
+    @abstractmethod
+    def read_bytes(self, key: str) -> bytes:
+        """Read a whole (small) file. Raises ``FileNotFoundError`` when absent."""
+
+    @abstractmethod
+    def exists(self, key: str) -> bool: ...
+
+    @abstractmethod
+    def list_names(self, prefix: str) -> list[str]:
+        """Names directly below ``prefix`` (files and folders), sorted; empty if none."""
+
+    @abstractmethod
+    def create_exclusive(self, key: str, data: bytes) -> bool:
+        """Atomically create ``key`` with ``data``; False (and nothing written) if it exists."""
+
+    @abstractmethod
+    def put_object(self, src: Path) -> tuple[str, int]:
+        """Copy ``src`` into the object store under its sha256; returns (digest, size)."""
+
+    @abstractmethod
+    def object_path(self, digest: str) -> Path:
+        """A local, read-only path of the object's bytes (fetched into the cache if remote)."""
+
+    @abstractmethod
+    def staging_dir(self) -> Path:
+        """A fresh local folder for temporary files of one operation (caller removes it)."""
