@@ -41,8 +41,8 @@ def prepare_locally(catalog: Catalog, paths: list[Path], layers: list[str], poli
     from tqdm import tqdm
 
     from rayform.catalog._dataset_entry import require_distinct
-    from rayform.importers import find_importer
     from rayform.catalog._registration import apply_registration, inspect_layer, store_layer
+    from rayform.importers import find_importer
 
     importers = [find_importer(path) for path in paths]
     staging = catalog.store.staging_dir()

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle
+from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
@@ -62,7 +63,7 @@ def register_many(dataset: DatasetEntry,
     return dataset.register_prepared(prepared, on_duplicate=policy)
 
 
-def prepare_many(catalog: Catalog,
+def prepare_many(catalog: CatalogHandle,
                  uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
                  layer_name: str | Sequence[str] = DEFAULT_LAYER,
                  options: TaskOptions | None = None) -> list[PreparedLayer]:
