@@ -7,7 +7,8 @@ Each file runs top to bottom in a fresh folder with a fresh ``HOME`` (``RAYFORM_
   a block of the guide must work too;
 - ``bash`` blocks run with ``bash -e -o pipefail``; ``rayform`` is the command of this checkout;
 - ``sql`` blocks run against the file's catalog and must return rows;
-- ``text`` blocks are not code (folder layouts, output).
+- ``text`` and ``mermaid`` blocks are diagrams, not code (tests/docs checks that every block is
+  one of these).
 
 A block that cannot run here (it installs packages, needs a cluster or a bucket) is announced in
 the rendered text by a line ``_Not run in CI: <why>._`` right above it; it is still syntax-checked
@@ -31,7 +32,6 @@ from sybil.parsers.markdown import CodeBlockParser
 
 ROOT = Path(__file__).resolve().parent
 NOT_RUN = "_Not run in CI:"
-LANGUAGES = ("python", "bash", "sql", "text")
 BASH_TIMEOUT_S = 300
 _SAVED = "__docs_saved_state__"
 
@@ -78,10 +78,6 @@ def sql_evaluator(example: Example) -> None:
     assert table.num_rows > 0, f"SQL block at {example.path}:{example.line} returned no rows"
 
 
-def text_evaluator(example: Example) -> None:
-    """Not code: nothing to run."""
-
-
 def _shim(folder: Path) -> Path:
     """A ``bin`` folder whose ``rayform`` runs this checkout's command with this interpreter."""
     bin_dir = folder / "bin"
@@ -125,8 +121,7 @@ def _sybil(patterns: list[str], *, python_repeat: int) -> Sybil:
     return Sybil(
         parsers=[CodeBlockParser("python", python_evaluator(repeat=python_repeat)),
                  CodeBlockParser("bash", bash_evaluator),
-                 CodeBlockParser("sql", sql_evaluator),
-                 CodeBlockParser("text", text_evaluator)],
+                 CodeBlockParser("sql", sql_evaluator)],
         patterns=patterns, setup=setup, teardown=teardown, path=".",
     )
 

@@ -15,6 +15,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 DOCUMENTS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 RUN_LANGUAGES = {"python", "bash", "sql"}
+DIAGRAMS = {"text", "mermaid"}  # layouts, call trees, graphs: not code
 FENCE = re.compile(r"^```(\S*)\s*$", re.MULTILINE)
 
 
@@ -33,7 +34,7 @@ def _blocks(path: Path) -> list[tuple[str, str]]:
 @pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.name)
 def test_every_block_names_a_language_the_tests_run(path: Path) -> None:
     for language, _ in _blocks(path):
-        assert language in RUN_LANGUAGES | {"text"}, f"{path.name}: a ```{language} block"
+        assert language in RUN_LANGUAGES | DIAGRAMS, f"{path.name}: a ```{language} block"
 
 
 def test_almost_every_block_runs() -> None:
