@@ -54,7 +54,7 @@ case "${1:-}" in
         ;;
     lint)
         setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,plot,dev"
-        "$VENV/bin/ruff" check rayform tests benchmarks
+        "$VENV/bin/ruff" check rayform tests benchmarks conftest.py
         "$VENV/bin/lint-imports" --no-cache
         exec "$VENV/bin/mypy"
         ;;
