@@ -157,7 +157,7 @@ def count(batches: Iterator[Any], limit: int) -> int:
 def iterable_run(ds: RerunIterableDataset) -> tuple[float, list[npt.NDArray[np.int64]]]:
     """(samples/s over the first LOADER_SAMPLES samples, the blocks they came from)."""
     ds.set_epoch(SEED)
-    stream = ds._plan(StreamPosition.current())
+    stream = ds._order.stream(ds._pipeline, StreamPosition.current(), epoch=ds.epoch, start=0)
     limit = min(LOADER_SAMPLES, len(ds))
     blocks, total = [], 0
     for start, end in stream.fetches:

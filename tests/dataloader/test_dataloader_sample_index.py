@@ -206,8 +206,9 @@ def test_build_errors(robots_dataset: DatasetEntry) -> None:
 def test_an_index_of_segment_arrays_equals_one_of_segment_objects() -> None:
     from rayform.dataloader._sample_index import SegmentArrays
 
-    metas = [SegmentMetadata("a", 10, 14, 5, 8, 16), SegmentMetadata("b", 0, 0, 1),
-             SegmentMetadata("c", 3, 9, 7, 3, 9)]
+    metas = [SegmentMetadata("a", 10, 14, 5, range_start=8, range_end=16),
+             SegmentMetadata("b", 0, 0, 1),
+             SegmentMetadata("c", 3, 9, 7, range_start=3, range_end=9)]
     arrays = SegmentArrays.from_metadata(metas)
     from_arrays, from_objects = SampleIndex(arrays), SampleIndex(metas)
     assert from_arrays.segments == from_objects.segments == metas
