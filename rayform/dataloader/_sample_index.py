@@ -169,6 +169,8 @@ class SampleIndex:
         return self._arrays.segment_ids[position]
 
     def _segment(self, i: int) -> SegmentMetadata:
+        if self._segments is not None:
+            return self._segments[i]
         made = self._made.get(i)
         if made is None:
             made = self._made[i] = self._make_segment(i)
