@@ -10,9 +10,9 @@ Run ``python benchmarks/bench_gpu.py`` (``BENCH_QUICK=1`` for a short run). Two 
    for the next batch (target <= 5 %).
 2. **Host-core scaling**: the JPEG standard sample (state, action window, JPEG camera) through
    the iterable dataset on 1, 2, 4, … cores (a child process pinned with ``sched_setaffinity``,
-   ``taskset``'s call, decode threads = cores), ``num_workers=0`` and ``num_workers=cores``
-   (default collate; ``PooledBatchCollator`` is pending), with samples/s and efficiency per core
-   (samples/s per core over the 1-core figure).
+   ``taskset``'s call, decode threads = cores), ``num_workers=0`` and ``num_workers=cores`` with
+   ``PooledBatchCollator``, with samples/s and efficiency per core (samples/s per core over the
+   1-core figure).
 """
 
 from __future__ import annotations
@@ -99,14 +99,15 @@ torch.set_num_threads(1)
 from pathlib import Path
 import workload as w
 from torch.utils.data import DataLoader
-from rayform.dataloader import DataSource, RerunIterableDataset, SampleShuffle
+from rayform.dataloader import DataSource, PooledBatchCollator, RerunIterableDataset, SampleShuffle
 wl = w.load(Path(sys.argv[3]), w.Spec())
 ds = RerunIterableDataset(DataSource(wl.dataset), w.INDEX, w.jpeg_fields(),
                           timeline_sampling=w.SAMPLING, shuffle_strategy=SampleShuffle(),
                           decode_threads=cores)
 n = 0
 t0 = time.perf_counter()
-for batch in DataLoader(ds, batch_size=w.BATCH, num_workers=workers):
+collate = PooledBatchCollator() if workers else None
+for batch in DataLoader(ds, batch_size=w.BATCH, num_workers=workers, collate_fn=collate):
     n += len(batch["state"])
     if n >= {samples}:
         break
@@ -122,7 +123,7 @@ def scaling(verdicts: w.Verdicts, root: Path) -> None:
           f"{counts} of {available}")
     base: dict[str, float] = {}
     for cores in counts:
-        for label, workers in (("num_workers=0", 0), ("num_workers=cores", cores)):
+        for label, workers in (("num_workers=0", 0), ("num_workers=cores, pooled", cores)):
             if cores == 1 and workers:
                 workers = 1
             done = subprocess.run([sys.executable, "-c", code, str(cores), str(workers),
