@@ -42,6 +42,7 @@ import rayform
 from rayform.catalog import Catalog, DatasetEntry
 from rayform.dataloader import Field, FixedRateSampling, ImageDecoder, NumericDecoder
 from rayform.decoders import encode_video_packets
+from rayform.media._image import decode_image
 
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 INDEX = "real_time"
@@ -218,13 +219,20 @@ def on_threads(jobs: Sequence[Any], work: Callable[[Sequence[Any]], object], thr
 def bare_jpeg_rate(blobs: Sequence[bytes], threads: int) -> float:
     """JPEG decodes per second of ``blobs`` to ``[H, W, 3]`` arrays on ``threads`` threads
     (simplejpeg when installed, else Pillow; both release the GIL): the JPEG limit."""
-    from rayform.media._image import decode_image
 
     def decode_all(part: Sequence[bytes]) -> None:
         for blob in part:
             decode_image(blob)
 
     return len(blobs) / on_threads(blobs, decode_all, threads)
+
+
+def bare_jpeg_cpu_s(blobs: Sequence[bytes]) -> float:
+    """CPU seconds per JPEG of bare decode (one thread; what a loader's CPU cost compares to)."""
+    t0 = time.process_time()
+    for blob in blobs:
+        decode_image(blob)
+    return (time.process_time() - t0) / max(len(blobs), 1)
 
 
 class Verdicts:
