@@ -32,8 +32,12 @@ from rayform.dataloader._batch_slots import (
     WireBatch,
     receiver_counters,
 )
+from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._yuv import Yuv420Frame
 from rayform.errors import ConfigError
+
+POOLED_MIN_BYTES = 64 << 10
+"""Main-process leaves smaller than this are plain ``torch.stack`` (small blocks come from the heap)."""
 
 # A structure node: ("leaf",), ("dict", keys, children), ("list", children) (lists and tuples),
 # or ("yuv", color_space, color_range) standing for two leaves (y, uv).
@@ -243,5 +247,15 @@ def _as_tensors(name: str, values: list[Any]) -> list[torch.Tensor] | None:
 
 
 def _collate_plain(name: str, values: list[Any]) -> Any:
+    """In the main process: batch-sized leaves are stacked into a buffer of the process's
+    :data:`~rayform.decoders._buffer_pool.FRAME_POOL`, reused once the batch is dropped (a fresh
+    multi-MB tensor per step would be mapped and faulted in anew)."""
     tensors = _as_tensors(name, values)
-    return default_collate(values) if tensors is None else torch.stack(tensors)
+    if tensors is None:
+        return default_collate(values)
+    first = tensors[0]
+    nbytes = len(tensors) * first.numel() * first.element_size()
+    if nbytes < POOLED_MIN_BYTES or first.dtype.is_complex:
+        return torch.stack(tensors)
+    out = torch.from_numpy(FRAME_POOL.take(nbytes)).view(first.dtype)
+    return torch.stack(tensors, out=out.view(len(tensors), *first.shape))

@@ -18,7 +18,7 @@ import threading
 import numpy as np
 import numpy.typing as npt
 
-DEFAULT_MAX_BYTES = 256 << 20
+DEFAULT_MAX_BYTES = 128 << 20
 """Bytes of buffers a process's pool keeps (lent and idle together); larger demands are not pooled."""
 _ALIGN_BYTES = 64 << 10
 # sys.getrefcount(self._buffers[i]) of an idle buffer: the pool's list and the call's argument.
