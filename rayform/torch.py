@@ -76,10 +76,15 @@ class ReadOptions:
         timeline: the temporal timeline samples are drawn on (default: the dataset's only
             timestamp timeline, else its only duration timeline).
         decode_threads: decode threads per process (``None``: the dataloader's default).
+        tolerance_s: a grid instant reads a row stored up to this long after it, as LeRobot
+            does (``1e-4`` s, its ``tolerance_s``): stored timestamps equal to grid instants up
+            to float rounding then give the frame meant, not the one before it
+            (:attr:`FixedRateSampling.tolerance_s`; ``0``: Rerun's exact latest-at).
     """
 
     timeline: str | None = None
     decode_threads: int | None = None
+    tolerance_s: float = 1e-4
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +144,8 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self._action = (None if action is None
                         else self._resolve(view, action, timeline, fields, window=window))
         self._map = RerunMapDataset(DataSource(view), timeline, fields,
-                                    timeline_sampling=FixedRateSampling(rate_hz=self.fps),
+                                    timeline_sampling=FixedRateSampling(
+                                        rate_hz=self.fps, tolerance_s=opts.tolerance_s),
                                     decode_threads=opts.decode_threads, sample_metadata=True)
         self._positions = self._in_time_range()
         records = {r.segment_id: r for r in view.segment_records()}
