@@ -20,14 +20,19 @@ has none, so that the default collate works).
 
 Order: index ``i`` of epoch ``e`` is sample ``order[i]`` of a permutation that depends only on the
 slice, ``seed`` and ``e`` (``set_epoch``; shared with running workers, persistent ones included).
-``seed=None`` keeps the natural order (segment by segment, in time). Iterating the dataset directly
-yields this process's shard of the epoch when ``torch.distributed`` is initialised: ranks get
-disjoint, equal parts (``len // world_size`` samples each). Under a ``DistributedSampler`` the
-sampler shards instead, and the dataset does not shard again.
+``seed=None`` keeps the natural order (segment by segment, in time).
+
+Ranks: when ``torch.distributed`` is initialised, rank ``r`` of ``W`` owns the contiguous part
+``order[r * m:(r + 1) * m]`` of each epoch (``m = num_samples // W``): ``len(dataset)`` is ``m``
+and index ``i`` reads ``order[r * m + i]``, so a plain ``DataLoader(dataset, shuffle=True)`` and
+iterating the dataset directly read disjoint, equal parts on every rank. A ``DistributedSampler``
+shards the indices itself: it sees the whole epoch (``len == num_samples``) and the dataset then
+does not shard again.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +53,7 @@ from rayform.dataloader import (
     RerunMapDataset,
 )
 from rayform.dataloader._pipeline import META_KEY
+from rayform.dataloader._samplers import EpochSampler
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
@@ -158,6 +164,11 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         # Shared memory: set_epoch reaches DataLoader workers that are already running.
         self._epoch = torch.zeros(1, dtype=torch.int64)
         self._epoch.share_memory_()  # type: ignore[no-untyped-call]
+        # [rank, world_size, a DistributedSampler shards]: read in workers, where
+        # torch.distributed is not initialised (spawn), and updated by the main process.
+        self._ddp = torch.tensor([0, 1, 0], dtype=torch.int64)
+        self._ddp.share_memory_()  # type: ignore[no-untyped-call]
+        self._refresh_ranks()
         self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
 
     # ------------------------------------------------------------------------ resolving
@@ -249,9 +260,34 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             self._order_cache = (epoch, order)
         return self._order_cache[1]
 
+    # ------------------------------------------------------------------------- sharding
+    def _refresh_ranks(self) -> None:
+        """Record this process's rank and world size (in the main process, not in workers)."""
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is None:
+            rank, world = _rank_and_world()
+            self._ddp[0], self._ddp[1] = rank, world
+
+    def _rank_shard(self) -> tuple[int, int] | None:
+        """``(rank, world)`` when indices address this rank's shard, else ``None``."""
+        rank, world, sampler_shards = (int(v) for v in self._ddp.tolist())
+        return None if world <= 1 or sampler_shards else (rank, world)
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in one epoch, all ranks together."""
+        return len(self._positions)
+
     # --------------------------------------------------------------------------- access
     def __len__(self) -> int:
-        return len(self._positions)
+        """This rank's samples: ``num_samples // world_size`` under ``torch.distributed``
+        (``num_samples`` for a ``DistributedSampler``, which shards itself)."""
+        self._refresh_ranks()
+        if _asked_by_distributed_sampler():
+            self._ddp[2] = 1
+        shard = self._rank_shard()
+        return self.num_samples if shard is None else self.num_samples // shard[1]
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
         return self.__getitems__([idx])[0]
@@ -264,11 +300,15 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             OfflineError: ``RAYFORM_OFFLINE=1`` and the slice was not pulled.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        n = len(self)
+        shard = self._rank_shard()
+        n = self.num_samples if shard is None else self.num_samples // shard[1]
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise IndexError(f"sample index {bad} out of range for {n} samples")
-        underlying = self._positions[self.epoch_order()[idx]]
+        return self._read(idx if shard is None else idx + shard[0] * n)
+
+    def _read(self, epoch_positions: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
+        underlying = self._positions[self.epoch_order()[epoch_positions]]
         try:
             raw = self._map.__getitems__(underlying.tolist())
         except OfflineError as err:
@@ -279,10 +319,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """This process's shard of the epoch (disjoint across ``torch.distributed`` ranks)."""
         rank, world = _rank_and_world()
-        per = len(self) // world
+        per = self.num_samples // world
         mine = np.arange(rank * per, (rank + 1) * per, dtype=np.int64)
         for start in range(0, len(mine), _ITER_BATCH):
-            yield from self.__getitems__(mine[start:start + _ITER_BATCH].tolist())
+            yield from self._read(mine[start:start + _ITER_BATCH])
 
     def __repr__(self) -> str:
         keys = [e.name for e in self._obs]
@@ -316,6 +356,21 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         pose = np.concatenate([p.numpy().astype(np.float64) for p in parts], axis=-1)
         converted = convert_pose(pose, self._conventions[segment], self.frame)
         return torch.from_numpy(converted.astype(np.float32))
+
+
+def _asked_by_distributed_sampler() -> bool:
+    """Whether ``len(dataset)`` was called by a sampler that shards by rank itself.
+
+    A ``DistributedSampler`` (or rayform's ``ResumableSampler``) shards the indices by rank and
+    needs the length of the whole epoch; any other sampler (the ``RandomSampler`` of
+    ``DataLoader(shuffle=True)``) needs this rank's share. torch offers no other way to tell
+    them apart: such a sampler calls ``len(self.dataset)`` from its own methods, so the caller's
+    frame holds it as ``self``.
+    """
+    from torch.utils.data.distributed import DistributedSampler
+
+    caller = sys._getframe(2)  # 0: here, 1: __len__, 2: whoever called len()
+    return isinstance(caller.f_locals.get("self"), DistributedSampler | EpochSampler)
 
 
 def _rank_and_world() -> tuple[int, int]:
