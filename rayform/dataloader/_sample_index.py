@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rayform.catalog import DatasetView
+from rayform.catalog import DatasetView, TimeRange
 from rayform.decoders import IndexValue
 from rayform.decoders._requests import index_value_of
 from rayform.errors import ColumnNotFoundError, ConfigError
@@ -287,10 +287,18 @@ class SampleIndex:
             )
         lo_off, hi_off = window_extent(fields, index, temporal=temporal)
         ranges = view.index_ranges_arrow()
+        if source.time_range is not None and source.time_range.timeline != index:
+            tr = source.time_range
+            raise ConfigError(
+                f"the source's time range is on timeline {tr.timeline!r} but samples are drawn "
+                f"on {index!r}; sample on {tr.timeline!r} or make the slice's TimeRange on "
+                f"{index!r}"
+            )
         sampling = timeline_sampling if temporal else None
         return _from_ranges(ranges, index, kind, None if sampling is None else sampling.ns_per_sample,
                             (lo_off, hi_off) if edge == "trim" else (0, 0), edge,
-                            tolerance_ns=0 if sampling is None else sampling.tolerance_ns)
+                            tolerance_ns=0 if sampling is None else sampling.tolerance_ns,
+                            time_range=source.time_range)
 
 
 def resolve_view(source: DataSource) -> DatasetView:
@@ -375,7 +383,8 @@ def _column_int64(ranges: pa.Table, name: str) -> tuple[npt.NDArray[np.int64], n
 
 
 def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | None,
-                 extent: tuple[int, int], edge: EdgeMode, *, tolerance_ns: int = 0) -> SampleIndex:
+                 extent: tuple[int, int], edge: EdgeMode, *, tolerance_ns: int = 0,
+                 time_range: TimeRange | None = None) -> SampleIndex:
     start_col, end_col = index + RANGE_START_SUFFIX, index + RANGE_END_SUFFIX
     if start_col not in ranges.column_names or end_col not in ranges.column_names:
         raise ColumnNotFoundError(
@@ -387,6 +396,9 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     step = 1 if ns_per_sample is None else ns_per_sample
     lo = starts - extent[0]
     hi = ends + tolerance_ns - extent[1]
+    if time_range is not None:  # the grid points of the whole segment that lie in the range
+        lo = np.where(lo < time_range.start, lo + -((lo - time_range.start) // step) * step, lo)
+        hi = np.minimum(hi, time_range.end)
     keep = start_ok & end_ok & (hi >= lo)
     counts = np.where(keep, (hi - lo) // step + 1, 0)
     ids = ranges.column(SEGMENT_ID).to_pylist()
