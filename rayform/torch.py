@@ -469,7 +469,7 @@ def _temporal_timeline(view: DatasetView, wanted: str | None,
                 f"it in each recording as the property {SAMPLE_TIMELINE_PROPERTY!r} "
                 f"(RecordingWriter.set_property({SAMPLE_TIMELINE_PROPERTY!r}, {own[0]!r}); "
                 f"rerun-sdk: rec.send_property({SAMPLE_TIMELINE_PROPERTY!r}, "
-                f"rr.AnyValues(value={own[0]!r})))"
+                f"rr.AnyValues(text={own[0]!r})))"
             )
     raise ConfigError(
         f"EpisodeDataset samples at fps on a time axis, but dataset {view.name!r} has only "
@@ -493,7 +493,7 @@ def _declared_convention(segment: str, value: object) -> str:
             f"segment {segment!r} holds poses but declares no coordinate convention; set its "
             f"property {FRAME_CONVENTION_PROPERTY!r} to 'ros' or 'opencv' when recording it "
             f"(RecordingWriter.set_property({FRAME_CONVENTION_PROPERTY!r}, 'ros'); rerun-sdk: "
-            f"rec.send_property({FRAME_CONVENTION_PROPERTY!r}, rr.AnyValues(value='ros')))"
+            f"rec.send_property({FRAME_CONVENTION_PROPERTY!r}, rr.AnyValues(text='ros')))"
         )
     return canonical_frame(value, what=f"segment {segment!r} property {FRAME_CONVENTION_PROPERTY!r}")
 

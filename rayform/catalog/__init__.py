@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rayform.catalog._catalog import Catalog
+from rayform.catalog._client import CatalogClient
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle, RegistrationResult
 from rayform.catalog._pull import PullResult, pull_slice
@@ -22,6 +23,7 @@ from rayform.storage import index_catalog
 
 __all__ = [
     "Catalog",
+    "CatalogClient",
     "ColumnRows",
     "ColumnStatistics",
     "ContentFilter",

@@ -196,13 +196,15 @@ class Catalog:
         """Wrap an Arrow table as a DataFrame of this process's context (no catalog sync)."""
         return self._query.ctx.from_arrow(table)
 
-    def sql(self, query: str, param_values: dict[str, Any] | None = None
-            ) -> datafusion.DataFrame:
+    def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
+            allow_statements: bool = False) -> datafusion.DataFrame:
         """Run SQL over segment tables, index ranges, per-entity data and tables.
 
-        Use ``$name`` placeholders with ``param_values`` rather than formatting strings.
+        Use ``$name`` placeholders with ``param_values`` rather than formatting strings. Only
+        queries run unless ``allow_statements``: DDL, DML and ``SET`` would change this process's
+        SQL session only, never the catalog.
         """
-        return self._query.sql(query, param_values)
+        return self._query.sql(query, param_values, allow_statements=allow_statements)
 
 
 def _read_or_none(store: Store, key: str) -> bytes | None:

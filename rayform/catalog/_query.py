@@ -14,12 +14,13 @@ created lazily per process (DataFusion's runtime does not survive ``fork``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pyarrow.dataset as pads
-from datafusion import DataFrame, SessionContext
+from datafusion import DataFrame, SessionContext, SQLOptions
 from datafusion.catalog import SchemaProvider, Table
 
 from rayform.catalog._handle import CatalogHandle
@@ -48,6 +49,8 @@ SEGMENTS_TABLE = "segments"
 INDEX_RANGES_TABLE = "index_ranges"
 
 _T = TypeVar("_T")
+# DataFusion's message for a statement SQLOptions refused: "DDL not supported: DropTable".
+_REFUSED = re.compile(r"\b(DDL|DML|Statement) not supported: (\w[\w ]*)")
 
 
 @contextmanager
@@ -91,7 +94,10 @@ class DatasetSchema(SchemaProvider):
             arrow = entity_table(segments, name, columns, schema.timelines)
         else:
             return None
-        return Table(pads.dataset(arrow))
+        # One chunk, so one dataset fragment: with several, a query that stops early (LIMIT)
+        # leaves fragment scans running into interpreter exit, which then aborts the process
+        # ("FATAL: exception not rethrown").
+        return Table(pads.dataset(arrow.combine_chunks()))
 
 
 class QueryPlane:
@@ -129,17 +135,31 @@ class QueryPlane:
             self._tables.add(name)
         return ctx
 
-    def sql(self, query: str, param_values: dict[str, Any] | None = None) -> DataFrame:
+    def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
+            allow_statements: bool = False) -> DataFrame:
         """Plan ``query`` (parameters as ``$name``) over the catalog.
 
         Raises:
-            QueryError: malformed SQL, an unknown table or column, a bad parameter.
+            QueryError: malformed SQL, an unknown table or column, a bad parameter, or a statement
+                other than a query (DDL, DML, ``SET``) without ``allow_statements``.
         """
         ctx = self.sync()
-        with translate_errors(f"SQL query {query!r}"):
-            if param_values:
-                return ctx.sql(query, param_values=param_values)
-            return ctx.sql(query)
+        options = None if allow_statements else (
+            SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False))
+        try:
+            return ctx.sql(query, options=options, param_values=param_values or None)
+        except Exception as err:
+            refused = _REFUSED.search(str(err))
+            if refused:
+                kind = {"Statement": "session"}.get(refused[1], refused[1])
+                raise QueryError(
+                    f"SQL query {query!r} is a {kind} statement ({refused[2]}); SQL over a "
+                    "rayform catalog is read-only: change datasets with register / unregister "
+                    "(`rayform register`), or pass allow_statements=True (`rayform sql "
+                    "--allow-statements`) to run it in this process's SQL session only"
+                ) from err
+            with translate_errors(f"SQL query {query!r}"):
+                raise
 
 
 def run_query(fn: Callable[[], _T], what: str) -> _T:

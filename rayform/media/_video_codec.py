@@ -39,8 +39,7 @@ def require_av() -> Any:
     try:
         import av
     except ImportError as err:  # pragma: no cover - av is a declared extra
-        raise ImportError("VideoFrameDecoder needs PyAV: pip install 'rayform[torch]' (or "
-                          "'rayform[video]')") from err
+        raise ImportError("VideoFrameDecoder needs PyAV: pip install 'rayform[video]'") from err
     return av
 
 

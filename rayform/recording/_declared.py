@@ -1,8 +1,8 @@
 """Properties a recording declares about itself, read whether rayform or rerun-sdk wrote them.
 
 ``RecordingWriter.set_property("frame_convention", "ros")`` stores the name as given;
-rerun-sdk's ``rec.send_property("frame_convention", rr.AnyValues(value="ros"))`` arrives as
-``frame_convention:value`` (Rerun's segment-table column ``property:frame_convention:value``).
+rerun-sdk's ``rec.send_property("frame_convention", rr.AnyValues(text="ros"))`` arrives as
+``frame_convention:text`` (Rerun's segment-table column ``property:frame_convention:text``).
 Both declare ``frame_convention``.
 """
 
@@ -28,6 +28,6 @@ def declared_property(properties: Mapping[str, PropertyValue], name: str, *,
     if len(set(found.values())) > 1:
         raise ConfigError(
             f"segment {segment!r} declares {name!r} several times with different values "
-            f"{found}; log one value (rec.send_property({name!r}, rr.AnyValues(value=…)))"
+            f"{found}; log one value (rec.send_property({name!r}, rr.AnyValues(text=…)))"
         )
     return next(iter(found.values()), None)

@@ -45,10 +45,10 @@ def write_rerun_episode(path: Path, recording_id: str, *, num_frames: int = 20,
     rec.save(path)
     rec.reset_time()  # rerun-sdk keeps times per thread, across recordings
     if convention is not None:
-        rec.send_property("frame_convention", rr.AnyValues(value=convention))
+        rec.send_property("frame_convention", rr.AnyValues(text=convention))
     if sample_timeline is not None:
-        rec.send_property("sample_timeline", rr.AnyValues(value=sample_timeline))
-    rec.send_property("task", rr.AnyValues(value="stack the cups"))
+        rec.send_property("sample_timeline", rr.AnyValues(text=sample_timeline))
+    rec.send_property("task", rr.AnyValues(text="stack the cups"))
     for i in range(num_frames):
         rec.set_time("sim_time", timestamp=np.datetime64(SIM_START_NS + i * SIM_STEP_NS, "ns"))
         if extra_timeline:
