@@ -56,7 +56,9 @@ class Sink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-class _HashingSink:
+class HashingSink:
+    """A sink that writes to a file and hashes (sha256) and counts what it writes."""
+
     def __init__(self, fh: BinaryIO) -> None:
         self._fh = fh
         self.hash = hashlib.sha256()
@@ -159,7 +161,7 @@ class ObjectCache:
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
         try:
             with tmp.open("wb") as fh:
-                sink = _HashingSink(fh)
+                sink = HashingSink(fh)
                 download(sink)
                 fh.flush()
                 os.fsync(fh.fileno())
