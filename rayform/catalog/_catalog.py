@@ -26,8 +26,10 @@ from rayform.catalog._table_entry import TableEntry
 from rayform.catalog._versions import entry_prefix
 from rayform.errors import (
     CatalogNotFoundError,
+    CorruptMetadataError,
     EntryExistsError,
     EntryNotFoundError,
+    InvalidNameError,
     ReadOnlyCatalogError,
 )
 from rayform.recording._names import validate_entry_name
@@ -95,12 +97,40 @@ class Catalog:
 
     # ---------------------------------------------------------------------------- entries
     def _entry_meta(self, name: str) -> EntryMeta | None:
+        """The entry file of ``name``; its folder name is the truth, so the file must agree.
+
+        Raises:
+            CorruptMetadataError: damaged, or naming another entry (a crafted ``entry.json``).
+        """
         key = f"{entry_prefix(name)}/entry.json"
         raw = _read_or_none(self.store, key)
-        return None if raw is None else parse_model(EntryMeta, raw, source=f"{self.url}/{key}")
+        if raw is None:
+            return None
+        meta = parse_model(EntryMeta, raw, source=f"{self.url}/{key}")
+        if meta.name != name:
+            raise CorruptMetadataError(
+                f"{self.url}/{key}: the entry file names {meta.name!r} but lives in folder "
+                f"{name!r}; the folder name is the entry's name — restore the file or rename "
+                "the folder"
+            )
+        return meta
 
     def entry_names(self) -> list[str]:
-        return [n for n in self.store.list_names("entries") if not n.startswith(".")]
+        """The names of the folders below ``entries/``, each a valid entry name.
+
+        Raises:
+            CorruptMetadataError: a listed name is not a valid entry name (damaged or crafted).
+        """
+        names = [n for n in self.store.list_names("entries") if not n.startswith(".")]
+        for name in names:
+            try:
+                validate_entry_name(name)
+            except InvalidNameError as err:
+                raise CorruptMetadataError(
+                    f"{self.url}/entries: folder {name[:80]!r} is not a valid entry name ({err}); "
+                    "remove or rename it"
+                ) from None
+        return names
 
     def _names_of_kind(self, kind: str) -> list[str]:
         out = []

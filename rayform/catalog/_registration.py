@@ -137,7 +137,9 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
         if verified_digest(src) != digest:
             raise CorruptRecordingError(f"{src}: content does not match its name (damaged asset)")
         asset_sources.append(src)
-    layer = LayerRecord(
+    # Not stored yet: the object digest and assets are filled in by store_layer, which makes
+    # the record that is committed (and validated when read back).
+    layer = LayerRecord.model_construct(
         object="",
         size_bytes=recording.stat().st_size,
         num_rows=table.num_rows,
@@ -188,8 +190,8 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
         stored, size = store.put_object(src)
         assets[stored] = size
     digest, size = store.put_object(prepared.source)
-    layer = prepared.layer.model_copy(update={"object": digest, "size_bytes": size,
-                                              "assets": assets})
+    layer = LayerRecord(**{**dict(prepared.layer), "object": digest, "size_bytes": size,
+                           "assets": assets})
     return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
                          layer=layer, timelines=prepared.timelines, schema=prepared.schema)
 

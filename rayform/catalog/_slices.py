@@ -18,15 +18,16 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from rayform._digest import Digest
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry
-from rayform.catalog._metadata import SegmentRecord
+from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
 from rayform.catalog._query import translate_errors
 from rayform.catalog._tables import entity_ranges
 from rayform.errors import (
@@ -214,9 +215,9 @@ class _Strict(BaseModel):
 
 
 class SliceSegmentRecord(_Strict):
-    segment_id: str
-    version: str
-    objects: list[str]
+    segment_id: SegmentId
+    version: SegmentVersionId
+    objects: list[Digest]
 
 
 class TimeRangeRecord(_Strict):
@@ -231,10 +232,10 @@ class SliceRecord(_Strict):
 
     format: Literal["rayform-slice"]
     format_version: Literal[1]
-    id: str
+    id: Annotated[str, StringConstraints(pattern=r"^(slc_[0-9a-f]{8,64})?$")]  # "" while unsaved
     name: str | None
-    dataset: str
-    dataset_id: str
+    dataset: EntryName
+    dataset_id: EntryId
     dataset_version: int
     where: str | None
     time_range: TimeRangeRecord | None

@@ -22,9 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ValidationError
 
+from rayform._digest import DIGEST_PATTERN
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
-from rayform.errors import CorruptMetadataError
+from rayform.errors import CorruptMetadataError, InvalidNameError
 from rayform.recording._columns import TimelineKind
+from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.storage._store import Store, object_key
 
 INDEX_FORMAT: Final = b"rayform-segment-index"
@@ -70,6 +72,32 @@ def index_table(records: Sequence[SegmentRecord]) -> pa.Table:
     return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, INDEX_SCHEMA,
                                                                       strict=True)],
                                 schema=INDEX_SCHEMA)
+
+
+def _check_names(table: pa.Table, *, source: str) -> None:
+    """Every segment id, layer name and object digest of an index is well formed (the index is
+    read from an untrusted catalog; its records are validated again when used).
+
+    Raises:
+        CorruptMetadataError: naming the first bad value.
+    """
+    objects = pc.list_flatten(table.column("objects"))
+    bad = pc.invert(pc.match_substring_regex(objects, DIGEST_PATTERN)).fill_null(True)
+    if pc.any(bad).as_py():
+        shown = objects.filter(bad)[0].as_py()
+        raise CorruptMetadataError(
+            f"{source}: object {str(shown)[:80]!r} is not a content digest (64 lowercase hex "
+            "characters); the segment index is damaged or crafted"
+        )
+    checks = ((validate_segment_id, table.column("segment_id").to_pylist()),
+              (validate_layer_name, pc.list_flatten(table.column("layer_names")).to_pylist()))
+    for validate, values in checks:
+        for value in values:
+            try:
+                validate(value)
+            except InvalidNameError as err:
+                raise CorruptMetadataError(f"{source}: {err}; the segment index is damaged or "
+                                           "crafted") from None
 
 
 class SegmentIndex:
@@ -120,6 +148,7 @@ class SegmentIndex:
                 f"{source}: segment index columns {table.schema.names} do not match format "
                 f"version {INDEX_FORMAT_VERSION.decode()} ({INDEX_SCHEMA.names})"
             )
+        _check_names(table, source=source)
         return cls(table, source=source)
 
     def write(self, path: Path) -> None:

@@ -18,6 +18,7 @@ from typing import Final, Literal
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from rayform._digest import Digest
 from rayform.errors import CorruptRecordingError
 from rayform.recording._columns import TimelineKind
 
@@ -61,7 +62,7 @@ class RecordingHeader(BaseModel):
     timelines: dict[str, TimelineKind]
     entities: dict[str, EntityRows]
     static_entities: dict[str, EntityRows]
-    assets: dict[str, AssetInfo]
+    assets: dict[Digest, AssetInfo]  # content-addressed side files, named by their sha256
 
     def to_bytes(self) -> bytes:
         return self.model_dump_json().encode()

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from rayform._atomic import write_atomic
+from rayform._digest import is_digest, require_digest
+from rayform._paths import path_under
 from rayform.storage._retry import RetryPolicy, TransientError
 from rayform.storage._store import sha256_file
 
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
-_HEX = frozenset("0123456789abcdef")
 
 
 def default_cache_dir() -> Path:
@@ -44,10 +45,6 @@ def default_cache_dir() -> Path:
 def is_offline() -> bool:
     """True when ``RAYFORM_OFFLINE`` is set to anything but ``""``, ``0``, ``false`` or ``no``."""
     return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("", "0", "false", "no")
-
-
-def is_digest(text: str) -> bool:
-    return len(text) == 64 and set(text) <= _HEX
 
 
 class Sink(Protocol):
@@ -84,8 +81,14 @@ class ObjectCache:
 
     # ------------------------------------------------------------------------------ paths
     def path_of(self, digest: str) -> Path:
-        """Where the object ``digest`` lives in the cache (whether or not it is there)."""
-        return self.root / "objects" / digest[:2] / digest
+        """Where the object ``digest`` lives in the cache (whether or not it is there).
+
+        Raises:
+            CorruptMetadataError: ``digest`` is not a sha256 (a crafted path must never reach
+                the cache, which deletes copies that do not match their name).
+        """
+        require_digest(digest, what=f"object in cache {self.root}")
+        return path_under(self.root, f"objects/{digest[:2]}/{digest}", what=f"cache {self.root}")
 
     def tmp_dir(self) -> Path:
         path = self.root / "tmp"
@@ -259,9 +262,10 @@ class MetadataCache:
         self.dir = cache.root / "meta" / hashlib.sha256(url.encode()).hexdigest()[:16]
 
     def _pointer(self, space: str, name: str) -> Path:
-        parts = [p for p in name.split("/") if p]
-        return self.dir.joinpath(space, *parts, "@ref") if space == "lists" \
-            else self.dir.joinpath(space, *parts)
+        key = "/".join([space, *(name.strip("/").split("/") if name.strip("/") else [])])
+        if space == "lists":
+            key += "/@ref"
+        return path_under(self.dir, key, what=f"metadata cache {self.dir}")
 
     def get(self, space: str, name: str) -> bytes | None:
         """The last content stored for ``name`` in ``space`` (``"keys"`` or ``"lists"``)."""

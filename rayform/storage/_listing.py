@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from rayform._atomic import write_atomic
+from rayform._paths import KeyComponent, path_under
 from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 
 LISTING_NAME = ".listing.json"
@@ -35,7 +36,7 @@ class Listing(BaseModel):
 
     format: Literal["rayform-listing"]
     format_version: Literal[1]
-    names: list[str]
+    names: list[KeyComponent]
 
 
 def listing_key(prefix: str) -> str:
@@ -87,7 +88,7 @@ class LocalListings:
         self.root = root
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/")) if key else self.root
+        return path_under(self.root, key, what=f"catalog {self.root}")
 
     def _list(self, prefix: str) -> list[str]:
         try:

@@ -7,6 +7,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from rayform._paths import path_under
 from rayform.storage._hashcopy import copy_hashed
 from rayform.storage._listing import LocalListings
 from rayform.storage._store import STAGING_DIR, Store, object_key
@@ -20,7 +21,7 @@ class LocalStore(Store):
         self.url = str(self.root)
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/"))
+        return path_under(self.root, key, what=f"catalog {self.url}")
 
     def read_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()

@@ -16,7 +16,8 @@ import re
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from rayform.errors import OfflineError, ReadOnlyCatalogError
+from rayform._paths import component_problem
+from rayform.errors import CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._retry import RetryPolicy
 from rayform.storage._store import Store, object_key, sha256_file
@@ -129,11 +130,22 @@ class RemoteStore(Store):
             cached = self.meta.get("lists", prefix)
             if cached is None:
                 raise self._offline(f"the listing of {prefix or '/'!r}")
-            return sorted(n for n in cached.decode().split("\n") if n)
-        names = sorted(self.retry.run(lambda: self.transport.list_names(prefix),
-                                      what=f"list {self.url}/{prefix}"))
+            return self._checked_names(prefix, [n for n in cached.decode().split("\n") if n])
+        names = self._checked_names(prefix, self.retry.run(
+            lambda: self.transport.list_names(prefix), what=f"list {self.url}/{prefix}"))
         self.meta.put("lists", prefix, "\n".join(names).encode())
         return names
+
+    def _checked_names(self, prefix: str, names: list[str]) -> list[str]:
+        """The listed names, each a single safe path component (listings are untrusted)."""
+        for name in names:
+            problem = component_problem(name)
+            if problem is not None:
+                raise CorruptMetadataError(
+                    f"listing of {self.url}/{prefix}: name {name[:80]!r} {problem}; the catalog "
+                    "is damaged or crafted — refusing to read it"
+                )
+        return sorted(names)
 
     # --------------------------------------------------------------------------- writes
     def _require_writable(self, what: str) -> None:

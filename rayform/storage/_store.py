@@ -11,12 +11,19 @@ import hashlib
 from abc import ABC, abstractmethod
 from pathlib import Path
 
+from rayform._digest import require_digest
+
 OBJECTS_PREFIX = "objects"
 STAGING_DIR = ".staging"
 
 
 def object_key(digest: str) -> str:
-    """The key of a content-addressed object."""
+    """The key of a content-addressed object.
+
+    Raises:
+        CorruptMetadataError: ``digest`` is not 64 lowercase hex characters.
+    """
+    require_digest(digest, what="object key")
     return f"{OBJECTS_PREFIX}/{digest[:2]}/{digest}"
 
 
