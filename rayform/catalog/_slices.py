@@ -28,7 +28,8 @@ from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry
 from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
-from rayform.catalog._query import translate_errors
+from rayform.catalog._query import read_only_options
+from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._tables import entity_ranges
 from rayform.errors import (
     ConfigError,
@@ -418,12 +419,11 @@ def _overlaps(record: SegmentRecord, tr: TimeRange) -> bool:
 def _where_segment_ids(view: DatasetView, where: str, params: Mapping[str, Any] | None
                        ) -> set[str]:
     """Segment ids whose segment-table row satisfies ``where`` (DataFusion, parameterised)."""
-    from datafusion import SessionContext, SQLOptions
+    from datafusion import SessionContext
 
     table = view.segment_table_arrow()
     ctx = SessionContext()
-    options = SQLOptions().with_allow_ddl(False).with_allow_dml(False) \
-        .with_allow_statements(False)
+    options = read_only_options()
     with translate_errors(f"slices.create where={where!r}"):
         ctx.register_record_batches("segments", [table.to_batches()])
         query = f"SELECT {SEGMENT_ID} FROM segments WHERE ({where})"  # values go in params
