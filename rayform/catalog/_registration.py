@@ -36,6 +36,7 @@ from rayform.errors import (
     SchemaConflictError,
     SegmentNotFoundError,
 )
+from rayform.recording._checksum import verify_recording
 from rayform.recording._columns import TimelineKind
 from rayform.recording._file import PropertyValue, RecordingHeader, open_recording
 from rayform.recording._names import validate_layer_name, validate_segment_id
@@ -121,6 +122,7 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
         InvalidNameError: its recording id is not a valid segment id.
     """
     header, table = open_recording(recording)
+    verify_recording(recording, header, table)  # nothing invalid is ever content-addressed
     try:
         validate_segment_id(header.recording_id)
     except InvalidNameError as err:
