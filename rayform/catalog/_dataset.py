@@ -275,7 +275,7 @@ class DatasetView:
         """Memory-mapped access to one segment's columns (cached in this view)."""
         data = self._opened.get(segment_id)
         if data is None:
-            data = SegmentData(self.segment_record(segment_id), self._catalog.store.object_path)
+            data = SegmentData(self.segment_record(segment_id), self._catalog.store)
             self._opened[segment_id] = data
         return data
 

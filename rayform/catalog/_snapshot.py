@@ -123,11 +123,14 @@ class SegmentIndex:
         """Read and check a segment index object.
 
         Raises:
+            FileNotFoundError: ``path`` does not exist.
             CorruptMetadataError: not readable, or not a segment index of this format version.
         """
         try:
             with pa.memory_map(str(path), "r") as mm:
                 table = pa.ipc.open_file(mm).read_all()
+        except FileNotFoundError:
+            raise  # gone, not damaged: the caller may fetch it again
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptMetadataError(
                 f"{source}: segment index is not a readable Arrow IPC file (damaged or "
@@ -298,16 +301,16 @@ def read_index(store: Store, digest: str, *, expected_rows: int, source: str) ->
     if cached is not None:
         return cached
     try:
-        path = store.object_path(digest)
+        index = store.read_object(digest, lambda path: SegmentIndex.read(
+            path, source=f"{source} (segment index {path})"))
     except FileNotFoundError as err:
         raise CorruptMetadataError(
-            f"{source}: its segment index object {digest} is missing from the catalog"
+            f"{source}: its segment index object {digest} is missing from the catalog ({err})"
         ) from err
-    index = SegmentIndex.read(path, source=f"{source} (segment index {path})")
     if len(index) != expected_rows:
         raise CorruptMetadataError(
-            f"{source}: names {expected_rows} segments but its segment index {path} holds "
-            f"{len(index)}"
+            f"{source}: names {expected_rows} segments but its segment index "
+            f"{object_key(digest)} holds {len(index)}"
         )
     _remember(store, digest, index)
     return index

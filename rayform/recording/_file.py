@@ -133,12 +133,15 @@ def open_recording(path: Path) -> tuple[RecordingHeader, pa.Table]:
     """Memory-map a recording file and return its header and (zero-copy) table.
 
     Raises:
+        FileNotFoundError: ``path`` does not exist.
         CorruptRecordingError: the file is truncated, not Arrow, or has a bad header.
     """
     try:
         source = pa.memory_map(str(path), "r")
         reader = pa.ipc.open_file(source)
         table = reader.read_all()
+    except FileNotFoundError:
+        raise  # gone, not damaged: a cached object may be fetched again
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as err:
         raise CorruptRecordingError(
             f"{path}: not a readable rayform recording (truncated or damaged Arrow IPC file): {err}"

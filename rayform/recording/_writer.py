@@ -29,6 +29,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rayform._atomic import atomic_path
+from rayform._local_writes import naming_full_disk
 from rayform.errors import ConfigError, SchemaConflictError
 from rayform.recording._checksum import batch_messages, content_digest
 from rayform.recording._columns import (
@@ -364,7 +365,8 @@ class RecordingWriter:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
         _, table = self.build_table()
-        with atomic_path(self._path) as tmp:
+        with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
+                atomic_path(self._path) as tmp:
             with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
                 for batch in table.to_batches():
                     writer.write_batch(batch)

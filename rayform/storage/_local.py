@@ -7,7 +7,9 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from rayform._local_writes import naming_full_disk
 from rayform._paths import path_under
+from rayform.errors import ObjectMissingError
 from rayform.storage._hashcopy import copy_hashed
 from rayform.storage._listing import LocalListings
 from rayform.storage._store import STAGING_DIR, Store, object_key
@@ -36,6 +38,10 @@ class LocalStore(Store):
             return []
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
+        with naming_full_disk(self.root, what=f"writing {key} into catalog {self.url}"):
+            return self._create_exclusive(key, data)
+
+    def _create_exclusive(self, key: str, data: bytes) -> bool:
         dest = self._path(key)
         dest.parent.mkdir(parents=True, exist_ok=True)
         # The temporary file lives in the staging folder, so a writer killed before the link
@@ -58,6 +64,10 @@ class LocalStore(Store):
         return True
 
     def put_object(self, src: Path) -> tuple[str, int]:
+        with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):
+            return self._put_object(src)
+
+    def _put_object(self, src: Path) -> tuple[str, int]:
         staging = self.root / STAGING_DIR
         staging.mkdir(exist_ok=True)
         tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
@@ -78,10 +88,14 @@ class LocalStore(Store):
     def object_path(self, digest: str) -> Path:
         path = self._path(object_key(digest))
         if not path.exists():
-            raise FileNotFoundError(f"object {digest} is missing from catalog {self.url}")
+            raise ObjectMissingError(
+                f"object {digest} is missing from catalog {self.url} ({path}); the catalog is "
+                "damaged: restore the object from a copy, or unregister the segments naming it"
+            )
         return path
 
     def staging_dir(self) -> Path:
         base = self.root / STAGING_DIR
-        base.mkdir(exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=base))
+        with naming_full_disk(self.root, what=f"creating a staging folder in {self.url}"):
+            base.mkdir(exist_ok=True)
+            return Path(tempfile.mkdtemp(dir=base))

@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 
 from rayform._paths import component_problem
-from rayform.errors import CorruptMetadataError, OfflineError, ReadOnlyCatalogError
+from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._retry import RetryPolicy
 from rayform.storage._store import Store, object_key, sha256_file
@@ -115,8 +115,16 @@ class RemoteStore(Store):
                 raise self._offline(f"metadata file {key!r}")
             return cached
         data = self.retry.run(lambda: self.transport.get(key), what=f"GET {self.url}/{key}")
-        self.meta.put(space, key, data)
+        self._remember(space, key, data)
         return data
+
+    def _remember(self, space: str, key: str, data: bytes) -> None:
+        """Cache a metadata file for offline use; a cache folder deleted meanwhile is recreated
+        once (a second failure is a :class:`CacheError`, never a missing remote file)."""
+        try:
+            self.meta.put(space, key, data)
+        except CacheError:
+            self.meta.put(space, key, data)
 
     def exists(self, key: str) -> bool:
         if is_offline():
@@ -133,7 +141,7 @@ class RemoteStore(Store):
             return self._checked_names(prefix, [n for n in cached.decode().split("\n") if n])
         names = self._checked_names(prefix, self.retry.run(
             lambda: self.transport.list_names(prefix), what=f"list {self.url}/{prefix}"))
-        self.meta.put("lists", prefix, "\n".join(names).encode())
+        self._remember("lists", prefix, "\n".join(names).encode())
         return names
 
     def _checked_names(self, prefix: str, names: list[str]) -> list[str]:
@@ -161,7 +169,7 @@ class RemoteStore(Store):
         created = self.retry.run(lambda: self.transport.put_exclusive(key, data),
                                  what=f"PUT {self.url}/{key}")
         if created:
-            self.meta.put(self._space(key), key, data)
+            self._remember(self._space(key), key, data)
         return created
 
     def put_object(self, src: Path) -> tuple[str, int]:
@@ -182,8 +190,15 @@ class RemoteStore(Store):
         if is_offline():
             raise self._offline(f"object {digest}")
         key = object_key(digest)
-        return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
-                                retry=self.retry, what=f"download {self.url}/{key}")
+
+        def fetch() -> Path:
+            return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
+                                    retry=self.retry, what=f"download {self.url}/{key}")
+
+        try:
+            return fetch()
+        except CacheError:  # the cache folder was removed mid-download: once more
+            return fetch()
 
     def is_cached(self, digest: str) -> bool:
         """True when ``digest`` is in the local cache (verified)."""

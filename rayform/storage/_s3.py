@@ -57,10 +57,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _client_for(timeout_s: float) -> Any:
+def _client_for(connect_timeout_s: float, timeout_s: float) -> Any:
     """This process's boto3 S3 client for the current AWS settings (made once: building one
     costs ~0.2 s of model loading; clients are thread-safe, and a fork gets a new one)."""
-    key = (os.getpid(), timeout_s, *(os.environ.get(name) for name in _CLIENT_ENV))
+    key = (os.getpid(), connect_timeout_s, timeout_s,
+           *(os.environ.get(name) for name in _CLIENT_ENV))
     client = _CLIENTS.get(key)
     if client is not None:
         return client
@@ -72,7 +73,7 @@ def _client_for(timeout_s: float) -> Any:
                                    or os.environ.get("AWS_ENDPOINT_URL"))
             config = botocore.config.Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
-                connect_timeout=timeout_s,
+                connect_timeout=connect_timeout_s,
                 read_timeout=timeout_s,
                 max_pool_connections=32,
                 s3={"addressing_style": "path" if custom_endpoint else "auto"},
@@ -100,11 +101,11 @@ class S3Transport(Transport):
         self.url = f"s3://{rest}"
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self._timeout_s = retry.timeout_s
+        self._timeouts = (retry.connect_timeout_s, retry.timeout_s)
 
     # --------------------------------------------------------------------------- client
     def _client(self) -> Any:
-        return _client_for(self._timeout_s)
+        return _client_for(*self._timeouts)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -147,13 +148,18 @@ class S3Transport(Transport):
         body = resp["Body"]
         expected = int(resp.get("ContentLength", -1))
         received = 0
+        chunks = body.iter_chunks(CHUNK_BYTES)
         try:
-            for chunk in body.iter_chunks(CHUNK_BYTES):
-                sink.write(chunk)
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
+                    raise TransientError(f"{what}: connection dropped after {received} bytes: "
+                                         f"{type(err).__name__}: {err}") from err
+                sink.write(chunk)  # a local failure (a full disk) is never a network one
                 received += len(chunk)
-        except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
-            raise TransientError(f"{what}: connection dropped after {received} bytes: "
-                                 f"{type(err).__name__}: {err}") from err
         finally:
             body.close()
         if 0 <= expected != received:
