@@ -105,7 +105,7 @@ class LocalListings:
     def _write(self, key: str, data: bytes) -> None:
         staging = self.root / STAGING_DIR  # a killed writer leaves no stray file in the folder
         staging.mkdir(exist_ok=True)
-        write_atomic(self._path(key), data, tmp_dir=staging)
+        write_atomic(self._path(key), data, tmp_dir=staging, durable=True)
 
     def refresh_above(self, key: str) -> None:
         """Update the listing of every folder above a newly created ``key``."""

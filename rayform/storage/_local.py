@@ -1,4 +1,10 @@
-"""Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface."""
+"""Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface.
+
+Durability: an object's bytes and its name are fsynced before :meth:`LocalStore.put_object`
+returns, and a metadata file's bytes before its exclusive link and its folder after it, so a
+commit (a snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports survives a
+power loss together with everything it names.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from rayform._atomic import fsync_dir, fsync_file, make_dirs_durable
 from rayform._local_writes import naming_full_disk
 from rayform._paths import path_under
 from rayform.errors import ObjectMissingError
@@ -43,7 +50,7 @@ class LocalStore(Store):
 
     def _create_exclusive(self, key: str, data: bytes) -> bool:
         dest = self._path(key)
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_durable(dest.parent, root=self.root)
         # The temporary file lives in the staging folder, so a writer killed before the link
         # leaves no stray file next to the metadata (only invisible garbage in .staging).
         staging = self.root / STAGING_DIR
@@ -59,6 +66,7 @@ class LocalStore(Store):
             return False
         finally:
             tmp.unlink()
+        fsync_dir(dest.parent)  # the commit survives a power loss once this returns
         # Listing files let a static HTTPS server publish this directory as a catalog.
         LocalListings(self.root).refresh_above(key)
         return True
@@ -75,12 +83,15 @@ class LocalStore(Store):
             digest, size = copy_hashed(src, tmp)
             dest = self._path(object_key(digest))
             if not dest.exists():
+                # Durable before any snapshot can name it: bytes, then the name in its folder.
+                fsync_file(tmp)
                 os.chmod(tmp, 0o444)
                 try:
                     os.replace(tmp, dest)
                 except FileNotFoundError:  # first object under this prefix
-                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    make_dirs_durable(dest.parent, root=self.root)
                     os.replace(tmp, dest)
+                fsync_dir(dest.parent)
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
