@@ -42,7 +42,7 @@ from rayform.recording._file import PropertyValue, RecordingHeader, open_recordi
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._writer import asset_dir_for
 from rayform.storage._documents import FORMAT_VERSION
-from rayform.storage._store import Store, object_key, sha256_file
+from rayform.storage._store import Store, sha256_file
 
 
 class OnDuplicate(str, Enum):
@@ -186,7 +186,7 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
     for src in prepared.asset_sources:
         # An asset shared by many recordings (one LeRobot v3.0 MP4 holds many episodes) is
         # copied once: its name is its verified digest, and stored objects never change.
-        if store.exists(object_key(src.name)):
+        if store.keep_object(src.name):
             assets[src.name] = src.stat().st_size
             continue
         stored, size = store.put_object(src)

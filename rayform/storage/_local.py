@@ -62,14 +62,18 @@ class LocalStore(Store):
             os.fsync(fh.fileno())
         try:
             os.link(tmp, dest)  # atomic, fails if dest exists: the commit point
+            created = True
         except FileExistsError:
-            return False
+            created = False
         finally:
             tmp.unlink()
-        fsync_dir(dest.parent)  # the commit survives a power loss once this returns
-        # Listing files let a static HTTPS server publish this directory as a catalog.
+        if created:
+            fsync_dir(dest.parent)  # the commit survives a power loss once this returns
+        # Listing files let a static HTTPS server publish this directory as a catalog. They are
+        # refreshed after a lost race too: a writer killed between its link and its refresh
+        # left them stale, and the next write there repairs them.
         LocalListings(self.root).refresh_above(key)
-        return True
+        return created
 
     def put_object(self, src: Path) -> tuple[str, int]:
         with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):
@@ -82,7 +86,7 @@ class LocalStore(Store):
         try:
             digest, size = copy_hashed(src, tmp)
             dest = self._path(object_key(digest))
-            if not dest.exists():
+            if not self.keep_object(digest):  # (present: now marked in use for a gc)
                 # Durable before any snapshot can name it: bytes, then the name in its folder.
                 fsync_file(tmp)
                 os.chmod(tmp, 0o444)
@@ -95,6 +99,19 @@ class LocalStore(Store):
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
+
+    def keep_object(self, digest: str) -> bool:
+        """True when the object is stored; its modification time is renewed, so that a
+        concurrent ``gc_catalog`` treats it as new (within its grace period) until the commit
+        that reuses it lands."""
+        path = self._path(object_key(digest))
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            return False
+        except OSError:  # another user's object on a shared catalog: present, not renewable
+            return path.exists()
+        return True
 
     def object_path(self, digest: str) -> Path:
         path = self._path(object_key(digest))

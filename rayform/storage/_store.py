@@ -65,6 +65,11 @@ class Store(ABC):
     def put_object(self, src: Path) -> tuple[str, int]:
         """Copy ``src`` into the object store under its sha256; returns (digest, size)."""
 
+    def keep_object(self, digest: str) -> bool:
+        """True when the object is stored, marking it as in use where the store can (a local
+        catalog renews its time, so a concurrent garbage collection keeps it)."""
+        return self.exists(object_key(digest))
+
     @abstractmethod
     def object_path(self, digest: str) -> Path:
         """A local, read-only path of the object's bytes (fetched into the cache if remote)."""
