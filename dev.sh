@@ -9,46 +9,57 @@ cd "$(dirname "$0")"
 VENV=${RAYFORM_VENV:-.venv}
 PY=${PYTHON:-python3}
 
+say() { echo "dev.sh: $*" >&2; }
+
 setup() {
     local extras=$1
     if [ ! -x "$VENV/bin/python" ]; then
+        say "creating the virtual environment $VENV …"
         "$PY" -m venv "$VENV"
         "$VENV/bin/pip" install -q --upgrade pip
     fi
-    # The CPU build of torch (a local wheel on this machine kind); an unpinned torch would pull
-    # a multi-GB CUDA build. pyproject.toml itself stays permissive (torch>=2.3).
+    # The CPU build of torch: an unpinned torch from PyPI would pull a multi-GB CUDA build on
+    # Linux. Here torch==2.13.0 resolves to a local CPU wheel; elsewhere set
+    # TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu. pyproject.toml stays permissive.
     if ! "$VENV/bin/python" -c "import torch" 2>/dev/null; then
-        "$VENV/bin/pip" install -q "torch==2.13.0"
+        say "installing torch (CPU build; about a minute) …"
+        if [ -n "${TORCH_INDEX_URL:-}" ]; then
+            "$VENV/bin/pip" install -q torch --index-url "$TORCH_INDEX_URL"
+        else
+            "$VENV/bin/pip" install -q "torch==2.13.0"
+        fi
     fi
     # Reinstall only when pyproject.toml or the extras changed (CI calls setup several times).
     local stamp="$VENV/.rayform-$(printf '%s' "$extras" | tr ',' '-')"
     local digest
     digest=$(sha256sum pyproject.toml | cut -d' ' -f1)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$digest" ]; then
+        say "installing rayform[$extras] (editable) and its dependencies …"
         "$VENV/bin/pip" install -q -e ".[$extras]"
         echo "$digest" > "$stamp"
+        say "installed; the rayform command is $VENV/bin/rayform"
     fi
 }
 
 case "${1:-}" in
     demo)
-        setup "torch,video,image,fastjpeg"
+        setup "torch,image,fastjpeg,rerun"
         shift
         exec "$VENV/bin/rayform" demo "$@"
         ;;
     test)
-        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,plot,dev"
         shift
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     lint)
-        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,dev"
-        "$VENV/bin/ruff" check rayform tests benchmarks
+        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,plot,dev"
+        "$VENV/bin/ruff" check rayform tests benchmarks conftest.py
         "$VENV/bin/lint-imports" --no-cache
         exec "$VENV/bin/mypy"
         ;;
     bench)
-        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,s3,ray,plot,dev"
         shift
         for b in benchmarks/bench_*.py; do
             echo "== $b"

@@ -10,6 +10,7 @@ from typing import Any
 from rayform import errors
 from rayform.catalog import (
     Catalog,
+    CatalogClient,
     DatasetEntry,
     DatasetView,
     OnDuplicate,
@@ -23,6 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Catalog",
+    "CatalogClient",
     "Client",
     "DatasetEntry",
     "DatasetView",

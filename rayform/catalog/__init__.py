@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._check import CheckReport, check_catalog
+from rayform.catalog._client import CatalogClient
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle, RegistrationResult
 from rayform.catalog._gc import GcReport, gc_catalog
@@ -24,6 +25,7 @@ from rayform.storage import index_catalog
 
 __all__ = [
     "Catalog",
+    "CatalogClient",
     "CheckReport",
     "ColumnRows",
     "ColumnStatistics",

@@ -227,7 +227,7 @@ class Catalog:
         return self._query.from_arrow(table)
 
     def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
-            allow_writes: bool = False) -> datafusion.DataFrame:
+            allow_statements: bool = False) -> datafusion.DataFrame:
         """Run SQL over segment tables, index ranges, per-entity data and tables.
 
         Use ``$name`` placeholders with ``param_values`` rather than formatting strings.
@@ -235,14 +235,15 @@ class Catalog:
         SQL is read-only by default: DDL (``CREATE EXTERNAL TABLE``, ``CREATE VIEW``, ``DROP``),
         DML (``COPY … TO``, ``INSERT``) and statements (``SET``) are refused with
         :class:`~rayform.errors.QueryError`, because DataFusion would otherwise read and write
-        any file the process may (see docs/security.md). ``allow_writes=True`` runs the query
-        with DataFusion's defaults, for a trusted user who wants its full power.
+        any file the process may (see docs/security.md); datasets change through ``register``
+        and ``unregister``. ``allow_statements=True`` runs the query with DataFusion's defaults,
+        for a trusted user who wants its full power.
 
         Raises:
             QueryError: DataFusion rejected the query, or it was refused as a write; the returned
                 DataFrame raises it too when executing fails (``collect``, ``to_arrow_table`` …).
         """
-        return self._query.sql(query, param_values, allow_writes=allow_writes)
+        return self._query.sql(query, param_values, allow_statements=allow_statements)
 
 
 def _read_or_none(store: Store, key: str) -> bytes | None:

@@ -79,7 +79,10 @@ class DatasetSchema(SchemaProvider):
             arrow = entity_table(segments, name, columns, schema.timelines)
         else:
             return None
-        return Table(pads.dataset(arrow))
+        # One chunk, so one dataset fragment: with several, a query that stops early (LIMIT)
+        # leaves fragment scans running into interpreter exit, which then aborts the process
+        # ("FATAL: exception not rethrown").
+        return Table(pads.dataset(arrow.combine_chunks()))
 
 
 class QueryPlane:
@@ -118,10 +121,10 @@ class QueryPlane:
         return ctx
 
     def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
-            allow_writes: bool = False) -> QueryDataFrame:
+            allow_statements: bool = False) -> QueryDataFrame:
         """Plan ``query`` (parameters as ``$name``) over the catalog.
 
-        Read-only unless ``allow_writes``: DDL (``CREATE EXTERNAL TABLE … LOCATION``, ``DROP``),
+        Read-only unless ``allow_statements``: DDL (``CREATE EXTERNAL TABLE … LOCATION``, ``DROP``),
         DML (``COPY … TO``, ``INSERT``) and statements (``SET``) are refused, so a query can
         neither read files outside the catalog nor write anywhere.
 
@@ -131,7 +134,7 @@ class QueryPlane:
         """
         ctx = self.sync()
         what = f"SQL query {query!r}"
-        options = None if allow_writes else read_only_options()
+        options = None if allow_statements else read_only_options()
         with translate_errors(what):
             frame = ctx.sql(query, options=options, param_values=param_values or None)
         return QueryDataFrame(frame, what=what)

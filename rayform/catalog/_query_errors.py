@@ -10,6 +10,7 @@ says which query failed instead of surfacing as a bare ``Exception``.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FunctionType
@@ -21,10 +22,12 @@ from rayform.errors import QueryError, RayformError
 
 _T = TypeVar("_T")
 
-READ_ONLY_HINT = ("rayform runs SQL read-only (no DDL, DML or statements such as CREATE, COPY, "
-                  "INSERT, DROP, SET); pass allow_writes=True to catalog.sql to lift that — see "
-                  "docs/security.md")
-_REFUSALS = ("DDL not supported", "DML not supported", "Statement not supported")
+READ_ONLY_HINT = ("SQL over a rayform catalog is read-only: change datasets with register / "
+                  "unregister (`rayform register`), or pass allow_statements=True (`rayform sql "
+                  "--allow-statements`) to run it with DataFusion's defaults, which may read and "
+                  "write any file this process can (see docs/security.md)")
+# DataFusion's message for a statement SQLOptions refused: "DDL not supported: DropTable".
+_REFUSED = re.compile(r"\b(DDL|DML|Statement) not supported: (\w[\w ]*)")
 
 
 @contextmanager
@@ -35,9 +38,12 @@ def translate_errors(what: str) -> Iterator[None]:
     except RayformError:  # e.g. a damaged metadata file met while planning: keep its type
         raise
     except Exception as err:  # DataFusion raises Exception / ValueError / RuntimeError
-        text = str(err)
-        hint = f"; {READ_ONLY_HINT}" if any(r in text for r in _REFUSALS) else ""
-        raise QueryError(f"{what} failed: {text}{hint}") from err
+        refused = _REFUSED.search(str(err))
+        if refused:
+            kind = {"Statement": "session"}.get(refused[1], refused[1])
+            raise QueryError(f"{what} is a {kind} statement ({refused[2]}); {READ_ONLY_HINT}"
+                             ) from err
+        raise QueryError(f"{what} failed: {err}") from err
 
 
 def run_query(fn: Callable[[], _T], what: str) -> _T:

@@ -14,6 +14,11 @@ A Rerun training script ports by changing its imports and the catalog it opens::
          "image": Field("/cam0/rgb:EncodedImage:blob", ImageDecoder())},
         shuffle_strategy=BlockShuffle(buffer_size=2048))
 
+Reproducible epochs: :class:`Manifest` (``generate``, ``shuffle``, ``write_parquet`` /
+``from_parquet``) replayed with ``RerunIterableDataset.from_manifest``. Cheaper worker batches:
+``DataLoader(collate_fn=PooledBatchCollator())``. Spans: :func:`tracing_scope`, :func:`with_tracing`
+(OpenTelemetry when installed).
+
 Beyond Rerun: ``edge="pad"`` (clamped windows with ``<key>_is_pad`` masks), ``sample_metadata=True``
 (segment id and version, index value), mid-epoch resume (``state_dict`` / ``load_state_dict``,
 :class:`ResumableSampler`), :class:`StableOrder` (the same sequence for any number of workers and
@@ -25,10 +30,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from rayform._tracing import tracing_scope, with_tracing
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._iterable_dataset import RerunIterableDataset
+from rayform.dataloader._manifest import Manifest
+from rayform.dataloader._manifest_format import ManifestMeta
 from rayform.dataloader._map_dataset import RerunMapDataset
 from rayform.dataloader._mixing import MixtureDataset, WeightedMixSampler
+from rayform.dataloader._pooled_collator import PooledBatchCollator
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex, SegmentMetadata
 from rayform.dataloader._samplers import EpochSampler, ResumableSampler
 from rayform.dataloader._shuffle import (
@@ -77,9 +86,12 @@ __all__ = [
     "FixedRateSampling",
     "ImageDecoder",
     "IndexValue",
+    "Manifest",
+    "ManifestMeta",
     "MixtureDataset",
     "NoShuffle",
     "NumericDecoder",
+    "PooledBatchCollator",
     "RequestArrays",
     "RerunIterableDataset",
     "RerunMapDataset",
@@ -94,4 +106,6 @@ __all__ = [
     "WeightedMixSampler",
     "Yuv420Collator",
     "Yuv420Frame",
+    "tracing_scope",
+    "with_tracing",
 ]

@@ -10,12 +10,13 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import dataclass
 from numbers import Real
 from typing import Any, Literal, TypeAlias
 
 from rayform.catalog import DatasetView
 from rayform.decoders import ColumnDecoder, Selector
+from rayform.decoders._base import is_selector
 from rayform.errors import ConfigError
 
 EdgeMode: TypeAlias = Literal["trim", "pad"]
@@ -81,7 +82,8 @@ class Field:
         path: the column ``"<entity>:<Archetype>:<component>"``, e.g.
             ``"/joints/position:Scalars:scalars"``.
         decode: the :class:`~rayform.decoders.ColumnDecoder` producing the tensor.
-        select: a function on the Arrow rows that keeps the row count (e.g. picks a struct field).
+        select: a function on the Arrow rows that keeps the row count (e.g. picks a struct
+            field), or a Rerun ``Selector`` (``Selector(".[0].dog")``, run with ``execute``).
         window: explicit offsets from the sample's index value (integers on sequence timelines,
             seconds on temporal ones); output ``[T, ...]`` with one entry per offset.
         max_staleness: validated and kept for recipes; like Rerun's live loader, not enforced.
@@ -89,7 +91,6 @@ class Field:
 
     path: str
     decode: ColumnDecoder
-    _: KW_ONLY
     select: Selector | None = None
     window: tuple[int | float, ...] | None = None
     max_staleness: int | float | None = None
@@ -105,8 +106,11 @@ class Field:
                 f"Field {self.path!r}: decode must be a ColumnDecoder instance such as "
                 f"NumericDecoder(), got {self.decode!r}"
             )
-        if self.select is not None and not callable(self.select):
-            raise TypeError(f"Field {self.path!r}: select must be callable, got {self.select!r}")
+        if self.select is not None and not is_selector(self.select):
+            raise TypeError(
+                f"Field {self.path!r}: select must be a function of the Arrow rows or a Rerun "
+                f"Selector (rerun.chunk.Selector), got {self.select!r}"
+            )
         if self.window is not None:
             object.__setattr__(self, "window", _check_window(self.path, self.window))
         if self.max_staleness is not None:

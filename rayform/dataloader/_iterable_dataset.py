@@ -1,20 +1,22 @@
 """RerunIterableDataset: a shuffled, sharded stream of samples (Rerun 0.41 API, plus resume).
 
-One pass (``__iter__``):
+One pass (``__iter__``) runs one loop whatever the order comes from (``_order_source``):
 
-1. the shuffle strategy's epoch order, seeded by the epoch (``set_epoch``), or by
-   ``(seed, epoch)`` when a ``seed`` is given;
-2. a contiguous shard per DDP rank (``torch.distributed``), then per DataLoader worker
-   (or, with :class:`StableOrder`, chunks of the canonical sequence dealt round-robin);
-3. fetch blocks of up to ``fetch_block_size`` samples, each decoded in one pipeline pass while the
-   previous block is being consumed (one block of lookahead on a background thread);
-4. the ``BlockShuffle(buffer_size=…)`` stream shuffle, if any, seeded by ``[epoch, rank, worker]``;
-5. samples with a ``None`` field are skipped (warned once per field); more than
-   ``max_consecutive_skipped_samples`` in a row raise ``RuntimeError``.
+1. this process's stream: live, the shuffle strategy's epoch order, seeded by the epoch
+   (``set_epoch``) or by ``(seed, epoch)``, cut into a contiguous shard per DDP rank then per
+   DataLoader worker (or, with :class:`StableOrder`, chunks of the canonical sequence dealt
+   round-robin), into fetch blocks, and through the ``BlockShuffle(buffer_size=…)`` emission
+   buffer seeded by ``[epoch, rank, worker]``; or, replaying a :class:`Manifest`, the same three
+   things read from the manifest's rows for this rank and worker;
+2. fetch blocks decoded by the pipeline, one block of lookahead on a background thread;
+3. samples yielded in emission order, screened: live, samples with a ``None`` field are skipped
+   (warned once per field; more than ``max_consecutive_skipped_samples`` in a row raise
+   ``RuntimeError``); replayed, the manifest already dropped them, so a required field without a
+   value raises.
 
-``len(ds)`` is the global number of samples. Mid-epoch resume: ``state_dict()`` /
-``load_state_dict()``; the next pass continues with exactly the samples not yet consumed (see
-:meth:`RerunIterableDataset.state_dict`).
+``len(ds)`` is the global number of samples (the manifest's row count when replaying). Mid-epoch
+resume: ``state_dict()`` / ``load_state_dict()``; the next pass continues with exactly the samples
+not yet consumed (see :meth:`RerunIterableDataset.state_dict`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Generator, Iterator, Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -30,33 +31,21 @@ import numpy.typing as npt
 from torch.utils.data import IterableDataset
 
 from rayform.dataloader._config import DataSource, EdgeMode, Field
-from rayform.dataloader._map_dataset import build_pipeline
-from rayform.dataloader._partition import StreamPosition, contiguous_shard, fetch_blocks
+from rayform.dataloader._epoch_plan import ProcessStream
+from rayform.dataloader._manifest import Manifest
+from rayform.dataloader._manifest_replay import ManifestOrder, manifest_sampling, replay_pipeline
+from rayform.dataloader._order_source import LiveOrder, OrderSource
+from rayform.dataloader._partition import StreamPosition
 from rayform.dataloader._pipeline import Sample
+from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
-from rayform.dataloader._shuffle import SampleShuffle, Seed, ShuffleStrategy, check_block_size
-from rayform.dataloader._skipping import (
-    DEFAULT_MAX_CONSECUTIVE_SKIPPED,
-    SkipCounter,
-    check_max_skipped,
-)
+from rayform.dataloader._shuffle import SampleShuffle, ShuffleStrategy, check_block_size
+from rayform.dataloader._skipping import DEFAULT_MAX_CONSECUTIVE_SKIPPED, check_max_skipped
 from rayform.dataloader._stable_order import StableOrder
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"
-_MASK_CHUNK = 8192
-
-
-@dataclass(frozen=True, slots=True)
-class _Stream:
-    """What one process produces in one pass."""
-
-    indices: npt.NDArray[np.int64]  # global indices, in fetch order
-    fetches: list[tuple[int, int]]  # position ranges into ``indices``
-    emission: npt.NDArray[np.int64]  # positions, in emission order
-    start: int  # emission entries already consumed (resume)
-    stable_base: int  # canonical position of the stream start (StableOrder)
 
 
 class RerunIterableDataset(IterableDataset[Sample]):
@@ -78,6 +67,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         sample_metadata: add ``sample["meta"]`` (segment id and version, index value, index).
         seed: a base seed; orders then depend on ``(seed, epoch)``. ``None`` (Rerun): the epoch.
         stable_order: make the sequence independent of ``num_workers`` and the number of ranks.
+        manifest: replay this manifest's order instead (see :meth:`from_manifest`); then
+            ``shuffle_strategy``, ``seed`` and ``stable_order`` must be left unset.
     """
 
     def __init__(self, source: DataSource, index: str, fields: Mapping[str, Field], *,
@@ -89,7 +80,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
                  edge: EdgeMode = "trim",
                  sample_metadata: bool = False,
                  seed: int | None = None,
-                 stable_order: StableOrder | None = None) -> None:
+                 stable_order: StableOrder | None = None,
+                 manifest: Manifest | None = None) -> None:
         super().__init__()
         check_block_size(fetch_block_size)
         if shuffle_strategy is not None and not isinstance(shuffle_strategy, ShuffleStrategy):
@@ -99,22 +91,52 @@ class RerunIterableDataset(IterableDataset[Sample]):
             raise TypeError(f"stable_order must be StableOrder(batch_size=…), got {stable_order!r}")
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
             raise ConfigError(f"seed must be an integer >= 0 or None, got {seed!r}")
-        self._max_skipped = check_max_skipped(max_consecutive_skipped_samples)
-        self._pipeline = build_pipeline(source, index, fields,
-                                        timeline_sampling=timeline_sampling,
-                                        decode_threads=decode_threads, edge=edge,
-                                        sample_metadata=sample_metadata)
+        max_skipped = check_max_skipped(max_consecutive_skipped_samples)
+        self._order: OrderSource
+        if manifest is None:
+            self._pipeline = build_pipeline(source, index, fields,
+                                            timeline_sampling=timeline_sampling,
+                                            decode_threads=decode_threads, edge=edge,
+                                            sample_metadata=sample_metadata)
+            self._order = LiveOrder(shuffle_strategy or SampleShuffle(),
+                                    fetch_block_size=int(fetch_block_size), seed=seed,
+                                    stable=stable_order, max_skipped=max_skipped)
+        else:
+            given = {"shuffle_strategy": shuffle_strategy, "seed": seed,
+                     "stable_order": stable_order}
+            clash = sorted(k for k, v in given.items() if v is not None)
+            if clash:
+                raise ConfigError(f"{clash} cannot be combined with a manifest: its order, shards "
+                                  "and fetch blocks are frozen (re-plan with manifest.shuffle)")
+            self._pipeline = replay_pipeline(manifest, source, index, fields,
+                                             timeline_sampling=timeline_sampling,
+                                             decode_threads=decode_threads, edge=edge,
+                                             sample_metadata=sample_metadata)
+            self._order = ManifestOrder(manifest, list(fields))
+        self._manifest = manifest
         self._fields = dict(fields)
-        self._fetch_block_size = int(fetch_block_size)
-        self._strategy: ShuffleStrategy = shuffle_strategy or SampleShuffle()
-        self._seed = seed
-        self._stable = stable_order
         self._epoch = 0
         self._resume_position = 0
         self._consumed = 0
-        self._valid: npt.NDArray[np.bool_] | None = None
-        self._missing: dict[str, npt.NDArray[np.bool_]] | None = None
         self._prefetch = ThreadPool(1, name="rayform-fetch", background=True)
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
+                      decode_threads: int | None = None,
+                      sample_metadata: bool = False) -> RerunIterableDataset:
+        """Replay a manifest: its order, shards and fetch blocks, decoded from ``source``.
+
+        ``fields`` may be a subset of the manifest's (same paths and windows). The run must have
+        the manifest's topology (``validate_topology``). ``state_dict`` / ``load_state_dict``
+        resume a replay mid-epoch.
+
+        Raises:
+            ConfigError: the fields or the data differ from when the manifest was built.
+        """
+        meta = manifest.metadata
+        return cls(source, meta.index_name, fields, timeline_sampling=manifest_sampling(meta),
+                   fetch_block_size=meta.fetch_block_size, decode_threads=decode_threads,
+                   edge=meta.edge, sample_metadata=sample_metadata, manifest=manifest)
 
     # ------------------------------------------------------------------------ properties
     @property
@@ -130,15 +152,23 @@ class RerunIterableDataset(IterableDataset[Sample]):
         return self._epoch
 
     @property
-    def shuffle_strategy(self) -> ShuffleStrategy:
-        return self._strategy
+    def shuffle_strategy(self) -> ShuffleStrategy | None:
+        """The live strategy (``None`` when replaying a manifest)."""
+        return self._order.strategy if isinstance(self._order, LiveOrder) else None
+
+    @property
+    def manifest(self) -> Manifest | None:
+        return self._manifest
 
     def __len__(self) -> int:
         """The global number of samples (not per rank or worker), as in Rerun."""
+        if self._manifest is not None:
+            return self._manifest.num_rows
         return self._pipeline.sample_index.total_samples
 
     def set_epoch(self, epoch: int) -> None:
-        """Select the epoch (the shuffle seed); a new epoch starts from its beginning."""
+        """Select the epoch (the shuffle seed; a manifest's order does not change); a new epoch
+        starts from its beginning."""
         if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
             raise ConfigError(f"set_epoch needs an integer >= 0, got {epoch!r}")
         if epoch != self._epoch:
@@ -147,9 +177,11 @@ class RerunIterableDataset(IterableDataset[Sample]):
         self._epoch = epoch
 
     def __repr__(self) -> str:
+        order = f"manifest={self._manifest!r}" if self._manifest is not None \
+            else f"shuffle_strategy={self.shuffle_strategy!r}"
         return (f"RerunIterableDataset({self._pipeline.view.name!r}, "
-                f"fields={sorted(self._fields)}, samples={len(self)}, "
-                f"shuffle_strategy={self._strategy!r}, epoch={self._epoch})")
+                f"fields={sorted(self._fields)}, samples={len(self)}, {order}, "
+                f"epoch={self._epoch})")
 
     # ------------------------------------------------------------------------ resume
     def state_dict(self, *, num_samples: int | None = None) -> dict[str, Any]:
@@ -169,16 +201,13 @@ class RerunIterableDataset(IterableDataset[Sample]):
             if isinstance(num_samples, bool) or not isinstance(num_samples, int) \
                     or num_samples < 0:
                 raise ConfigError(f"num_samples must be an integer >= 0, got {num_samples!r}")
-            if self._stable is not None:
-                world = StreamPosition.current().world_size
-                position = self._stable.position_after(num_samples, world_size=world)
-            else:
-                position = num_samples
+            world = StreamPosition.current().world_size
+            position = self._order.position_after(num_samples, world_size=world)
         return {
             "format": STATE_FORMAT,
             "epoch": self._epoch,
-            "seed": self._seed,
-            "order": "stable" if self._stable is not None else "contiguous",
+            "seed": self._order.seed,
+            "order": self._order.state_tag,
             "position": int(position),
         }
 
@@ -194,11 +223,11 @@ class RerunIterableDataset(IterableDataset[Sample]):
                 f"load_state_dict expects a state from RerunIterableDataset.state_dict() with "
                 f"keys {sorted(expected)} and format {STATE_FORMAT!r}, got keys {sorted(state)}"
             )
-        order = "stable" if self._stable is not None else "contiguous"
-        if state["order"] != order or state["seed"] != self._seed:
+        order, seed = self._order.state_tag, self._order.seed
+        if state["order"] != order or state["seed"] != seed:
             raise ConfigError(
                 f"the saved state used order={state['order']!r}, seed={state['seed']!r}; this "
-                f"dataset uses order={order!r}, seed={self._seed!r}; build it the same way"
+                f"dataset uses order={order!r}, seed={seed!r}; build it the same way"
             )
         position = state["position"]
         if isinstance(position, bool) or not isinstance(position, int) or position < 0:
@@ -208,89 +237,18 @@ class RerunIterableDataset(IterableDataset[Sample]):
         self._consumed = position
 
     # ------------------------------------------------------------------------ iteration
-    def _seed_for(self, *parts: int) -> Seed:
-        head = [self._epoch] if self._seed is None else [self._seed, self._epoch]
-        values = head + list(parts)
-        return values[0] if len(values) == 1 else values
-
     def __iter__(self) -> Iterator[Sample]:
         position = StreamPosition.current()
-        stream = self._plan(position)
+        stream = self._order.stream(self._pipeline, position, epoch=self._epoch,
+                                    start=self._resume_position)
         self._resume_position = 0
         return self._run(stream, position)
 
-    def _plan(self, pos: StreamPosition) -> _Stream:
-        index = self._pipeline.sample_index
-        indices, bounds = self._strategy.epoch_order(
-            index, fetch_block_size=self._fetch_block_size, seed=self._seed_for())
-        if self._stable is not None:
-            return self._plan_stable(indices, pos)
-        if pos.in_worker and self._resume_position:
-            raise ConfigError(
-                "resuming mid-epoch inside DataLoader worker processes needs "
-                "stable_order=StableOrder(batch_size=…) (the default contiguous worker shards "
-                "interleave); or resume with num_workers=0"
-            )
-        indices, bounds = contiguous_shard(indices, bounds, pos.rank, pos.world_size)
-        indices, bounds = contiguous_shard(indices, bounds, pos.worker_id, pos.num_workers)
-        fetches = fetch_blocks(bounds, self._fetch_block_size)
-        buffer = self._strategy.emission_buffer()
-        if buffer is None:
-            emission = np.arange(len(indices), dtype=np.int64)
-        else:
-            rng = np.random.default_rng(self._seed_for(pos.rank, pos.worker_id))
-            emission = buffer.emit_order(len(indices), rng)
-        start = min(self._resume_position, len(indices))
-        return _Stream(indices, fetches, emission, start, 0)
-
-    def _plan_stable(self, indices: npt.NDArray[np.int64], pos: StreamPosition) -> _Stream:
-        assert self._stable is not None
-        valid = self._valid_mask()
-        self._account_prefiltered(indices)
-        canonical = indices[valid[indices]]
-        buffer = self._strategy.emission_buffer()
-        if buffer is not None:
-            rng = np.random.default_rng(self._seed_for())
-            canonical = canonical[buffer.emit_order(len(canonical), rng)]
-        start = min(self._resume_position, len(canonical))
-        mine = self._stable.stream(canonical, start=start, rank=pos.rank,
-                                   world_size=pos.world_size, worker_id=pos.worker_id,
-                                   num_workers=pos.num_workers)
-        size = self._fetch_block_size
-        fetches = [(s, min(s + size, len(mine))) for s in range(0, len(mine), size)]
-        return _Stream(mine, fetches, np.arange(len(mine), dtype=np.int64), 0, start)
-
-    def _valid_mask(self) -> npt.NDArray[np.bool_]:
-        """Which samples have data for every field (index-level check, cached per process)."""
-        if self._valid is None:
-            total = self._pipeline.sample_index.total_samples
-            missing = {key: np.zeros(total, dtype=np.bool_) for key in self._pipeline.keys}
-            for lo in range(0, total, _MASK_CHUNK):
-                chunk = np.arange(lo, min(lo + _MASK_CHUNK, total), dtype=np.int64)
-                for key, mask in self._pipeline.missing_fields(chunk).items():
-                    missing[key][lo:lo + len(chunk)] = mask
-            valid = np.ones(total, dtype=np.bool_)
-            for mask in missing.values():
-                valid &= ~mask
-            self._valid, self._missing = valid, missing
-        return self._valid
-
-    def _account_prefiltered(self, indices: npt.NDArray[np.int64]) -> None:
-        """Apply the skip rules (warnings, consecutive limit) to samples dropped up front."""
-        assert self._valid is not None and self._missing is not None
-        dropped = ~self._valid[indices]
-        if not dropped.any():
-            return
-        edges = np.diff(np.concatenate([[0], dropped.astype(np.int8), [0]]))
-        longest = int((np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)).max())
-        per_field = {k: int(m[indices].sum()) for k, m in self._missing.items()}
-        SkipCounter(self._max_skipped).skip_runs(per_field, int(dropped.sum()), longest)
-
-    def _run(self, stream: _Stream, pos: StreamPosition) -> Iterator[Sample]:
-        counter = SkipCounter(self._max_skipped)
+    def _run(self, stream: ProcessStream, pos: StreamPosition) -> Iterator[Sample]:
+        screen = self._order.screen(self._pipeline.sample_index)
         keys = self._pipeline.keys
         todo = stream.emission[stream.start:]
-        self._consumed = stream.start if self._stable is None else stream.stable_base
+        self._consumed = self._order.position(stream, 0, pos)
         consumed_here = 0
         needed = np.zeros(len(stream.indices), dtype=np.bool_)
         needed[todo] = True
@@ -305,22 +263,11 @@ class RerunIterableDataset(IterableDataset[Sample]):
                     decoded.update(zip(positions.tolist(), samples, strict=True))
                 sample = decoded.pop(p)
                 consumed_here += 1
-                self._track(stream, pos, consumed_here)
-                missing = [k for k in keys if sample[k] is None]
-                if missing:
-                    counter.skip(missing)
-                    continue
-                counter.keep()
-                yield sample
+                self._consumed = self._order.position(stream, consumed_here, pos)
+                if screen.admit(sample, keys, int(stream.indices[p])):
+                    yield sample
         finally:
             produced.close()
-
-    def _track(self, stream: _Stream, pos: StreamPosition, consumed_here: int) -> None:
-        if self._stable is None:
-            self._consumed = stream.start + consumed_here
-        else:
-            self._consumed = stream.stable_base + self._stable.position_after(
-                consumed_here, world_size=pos.world_size)
 
     def _prefetched(self, blocks: list[npt.NDArray[np.int64]], indices: npt.NDArray[np.int64]
                     ) -> Generator[tuple[npt.NDArray[np.int64], list[Sample]], None, None]:

@@ -4,35 +4,25 @@
 field), so ``DataLoader(ds, batch_size=32, shuffle=True)``, ``DistributedSampler``,
 ``WeightedRandomSampler`` and :class:`~rayform.dataloader.ResumableSampler` all work. Missing data
 stays ``None`` (the map dataset cannot skip); a ``collate_fn`` decides what to do with it.
+
+Built :meth:`~RerunMapDataset.from_manifest`, item ``i`` is the manifest's row ``i`` (its complete
+samples only; the sampler, not the manifest, decides the order, as in Rerun).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+import numpy.typing as npt
 from torch.utils.data import Dataset
 
-from rayform.catalog import DatasetView
-from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
+from rayform.dataloader._config import DataSource, EdgeMode, Field
+from rayform.dataloader._manifest import Manifest
+from rayform.dataloader._manifest_replay import manifest_sampling, replay_pipeline
 from rayform.dataloader._pipeline import Sample, SamplePipeline
-from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex, resolve_view
-from rayform.decoders._thread_pool import check_decode_threads
-
-
-def build_pipeline(source: DataSource, index: str, fields: Mapping[str, Field], *,
-                   timeline_sampling: FixedRateSampling | None, decode_threads: int | None,
-                   edge: EdgeMode, sample_metadata: bool) -> SamplePipeline:
-    """Pin the source's view, build its sample index and validate the fields against it."""
-    if not isinstance(source, DataSource):
-        raise TypeError(f"source must be a DataSource, got {type(source).__name__}; wrap the "
-                        "dataset: DataSource(dataset)")
-    edge = check_edge(edge)
-    decode_threads = check_decode_threads(decode_threads)
-    view: DatasetView = resolve_view(source)
-    sample_index = SampleIndex.build(DataSource(view), index, fields,
-                                     timeline_sampling=timeline_sampling, edge=edge)
-    return SamplePipeline(view, index, fields, sample_index, decode_threads=decode_threads,
-                          edge=edge, sample_metadata=bool(sample_metadata))
+from rayform.dataloader._pipeline_build import build_pipeline
+from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 
 
 class RerunMapDataset(Dataset[Sample]):
@@ -49,6 +39,7 @@ class RerunMapDataset(Dataset[Sample]):
             clamped windows, ``<key>_is_pad`` masks).
         sample_metadata: add ``sample["meta"] = {"segment_id", "segment_version",
             "index_value", "sample_index"}``.
+        manifest: serve the manifest's complete samples (see :meth:`from_manifest`).
 
     A sample is ``{key: Tensor | None}``: ``[D]`` / ``[T, D]`` numeric, ``uint8 [C, H, W]`` /
     ``[T, C, H, W]`` images and video frames.
@@ -57,13 +48,38 @@ class RerunMapDataset(Dataset[Sample]):
     def __init__(self, source: DataSource, index: str, fields: Mapping[str, Field], *,
                  timeline_sampling: FixedRateSampling | None = None,
                  decode_threads: int | None = None, edge: EdgeMode = "trim",
-                 sample_metadata: bool = False) -> None:
-        self._pipeline = build_pipeline(source, index, fields,
-                                        timeline_sampling=timeline_sampling,
-                                        decode_threads=decode_threads, edge=edge,
-                                        sample_metadata=sample_metadata)
+                 sample_metadata: bool = False, manifest: Manifest | None = None) -> None:
+        self._rows: npt.NDArray[np.int64] | None = None
+        if manifest is None:
+            self._pipeline = build_pipeline(source, index, fields,
+                                            timeline_sampling=timeline_sampling,
+                                            decode_threads=decode_threads, edge=edge,
+                                            sample_metadata=sample_metadata)
+        else:
+            self._pipeline = replay_pipeline(manifest, source, index, fields,
+                                             timeline_sampling=timeline_sampling,
+                                             decode_threads=decode_threads, edge=edge,
+                                             sample_metadata=sample_metadata)
+            self._rows = manifest.sample_indices()
         self._fields = dict(fields)
         self._index_name = index
+
+    @classmethod
+    def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
+                      decode_threads: int | None = None,
+                      sample_metadata: bool = False) -> RerunMapDataset:
+        """A map dataset over a manifest's complete samples (item ``i`` = row ``i``).
+
+        The manifest's order and shards are not used (a sampler decides); what it saves is the
+        scan for incomplete samples. ``fields`` may be a subset of the manifest's.
+
+        Raises:
+            ConfigError: the fields or the data differ from when the manifest was built.
+        """
+        meta = manifest.metadata
+        return cls(source, meta.index_name, fields, timeline_sampling=manifest_sampling(meta),
+                   decode_threads=decode_threads, edge=meta.edge,
+                   sample_metadata=sample_metadata, manifest=manifest)
 
     @property
     def sample_index(self) -> SampleIndex:
@@ -82,6 +98,8 @@ class RerunMapDataset(Dataset[Sample]):
         return self._pipeline
 
     def __len__(self) -> int:
+        if self._rows is not None:
+            return len(self._rows)
         return self._pipeline.sample_index.total_samples
 
     def __getitem__(self, idx: int) -> Sample:
@@ -93,9 +111,15 @@ class RerunMapDataset(Dataset[Sample]):
         Raises:
             IndexError: an index is negative or ``>= len(self)``.
         """
-        return self._pipeline.process(list(indices))
+        if self._rows is None:
+            return self._pipeline.process(list(indices))
+        wanted = np.asarray(list(indices), dtype=np.int64).reshape(-1)
+        if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= len(self._rows)):
+            bad = wanted[(wanted < 0) | (wanted >= len(self._rows))][0]
+            raise IndexError(f"sample index {int(bad)} out of range for {len(self._rows)} "
+                             "manifest samples")
+        return self._pipeline.process(self._rows[wanted])
 
     def __repr__(self) -> str:
         return (f"RerunMapDataset({self._pipeline.view.name!r}, index={self._index_name!r}, "
                 f"fields={sorted(self._fields)}, samples={len(self)})")
-

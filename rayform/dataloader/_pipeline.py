@@ -31,6 +31,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import torch
 
+from rayform._tracing import tracing_scope
 from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._allocator import tune_allocator
 from rayform.dataloader._config import EdgeMode, Field
@@ -66,6 +67,25 @@ class FieldPlan:
         return self.field.window is not None
 
 
+@dataclass(frozen=True, slots=True)
+class FieldExtent:
+    """What a field reads for each sample of a block, on the index alone (input order, ``[B]``).
+
+    Attributes:
+        missing: no row at or before an output position (or, for video, no prior keyframe).
+        lo: the first index value the decode reads: the earliest output position, or for video the
+            prior keyframe's index value.
+        hi: the last output position.
+        lag: the largest gap between an output position and the index value of the row served
+            there (0 for static columns and missing samples).
+    """
+
+    missing: npt.NDArray[np.bool_]
+    lo: npt.NDArray[np.int64]
+    hi: npt.NDArray[np.int64]
+    lag: npt.NDArray[np.int64]
+
+
 @dataclass(slots=True)
 class FieldJob:
     """One field's resolved block: its rows, its requests, and which samples had no data."""
@@ -74,6 +94,7 @@ class FieldJob:
     batch: FieldBatch | None
     requests: RequestArrays
     missing: npt.NDArray[np.bool_]  # [B] in input order
+    extent: FieldExtent | None = None
 
 
 @dataclass(slots=True)
@@ -189,8 +210,10 @@ class SamplePipeline:
         Raises:
             IndexError: an index is out of range.
         """
-        block = self.resolve(indices, gather=True)
-        return self.decode(block)
+        with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": len(indices)}):
+            block = self.resolve(indices, gather=True)
+        with tracing_scope("rayform.decode", attributes={"rayform.num_samples": len(indices)}):
+            return self.decode(block)
 
     def missing_fields(self, indices: Sequence[int] | npt.NDArray[np.int64]
                        ) -> dict[str, npt.NDArray[np.bool_]]:
@@ -198,9 +221,15 @@ class SamplePipeline:
         block = self.resolve(indices, gather=False)
         return {job.plan.key: job.missing for job in block.jobs}
 
-    def resolve(self, indices: Sequence[int] | npt.NDArray[np.int64], *, gather: bool
-                ) -> ResolvedBlock:
-        """Resolve every field's rows for ``indices`` (and gather them when ``gather``)."""
+    def extents(self, indices: Sequence[int] | npt.NDArray[np.int64]) -> dict[str, FieldExtent]:
+        """Per field, what each sample reads and whether it has data (index alone, no decode)."""
+        block = self.resolve(indices, gather=False, extents=True)
+        return {job.plan.key: job.extent for job in block.jobs if job.extent is not None}
+
+    def resolve(self, indices: Sequence[int] | npt.NDArray[np.int64], *, gather: bool,
+                extents: bool = False) -> ResolvedBlock:
+        """Resolve every field's rows for ``indices`` (gather them when ``gather``; compute each
+        field's :class:`FieldExtent` when ``extents``)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         seg_pos, values = self._sample_index.locate(idx)
         order = np.lexsort((values, seg_pos)).astype(np.int64)
@@ -229,7 +258,7 @@ class SamplePipeline:
                     pad_masks[plan.key] = mask
                 positions = clamped
             jobs.append(self._resolve_field(plan, positions, runs, order, sorted_ids,
-                                            sorted_values, gather=gather))
+                                            sorted_values, gather=gather, extents=extents))
         ids_in_order = [""] * n
         for i, sid in zip(order.tolist(), sorted_ids, strict=True):
             ids_in_order[i] = sid
@@ -239,7 +268,7 @@ class SamplePipeline:
     def _resolve_field(self, plan: FieldPlan, positions: npt.NDArray[np.int64],
                        runs: list[tuple[str, int, int]], order: npt.NDArray[np.int64],
                        sorted_ids: list[str], sorted_values: npt.NDArray[np.int64], *,
-                       gather: bool) -> FieldJob:
+                       gather: bool, extents: bool) -> FieldJob:
         n, width = positions.shape
         rows_all = np.full((n, width), -1, dtype=np.int64)
         path = plan.field.path
@@ -302,7 +331,9 @@ class SamplePipeline:
             starts_at_keyframe=plan.keyframe_path is not None,
             ns_dtype=self._sample_index.ns_dtype,
         )
-        return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing)
+        extent = _extent(positions, runs, cols, rows_all, starts_all, ok, order) if extents \
+            else None
+        return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing, extent=extent)
 
     def _resolve_video(self, keyframe_path: str, path: str, positions: npt.NDArray[np.int64],
                        runs: list[tuple[str, int, int]], rows_all: npt.NDArray[np.int64],
@@ -373,6 +404,31 @@ class SamplePipeline:
                     "sample_index": int(block.indices[i]),
                 }
         return samples
+
+
+def _extent(positions: npt.NDArray[np.int64], runs: list[tuple[str, int, int]],
+            cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
+            keyframe_rows: npt.NDArray[np.int64] | None, ok: npt.NDArray[np.bool_],
+            order: npt.NDArray[np.int64]) -> FieldExtent:
+    """A field's :class:`FieldExtent` from its resolved rows (sorted order in, input order out)."""
+    lo = positions.min(axis=1)
+    lag = np.zeros(len(positions), dtype=np.int64)
+    for (_, a, b), col in zip(runs, cols, strict=True):
+        if col is None or col.is_static or not len(col.index):
+            continue
+        rows = rows_all[a:b]
+        served = col.index[np.maximum(rows, 0)]
+        lag[a:b] = np.where(rows >= 0, positions[a:b] - served, 0).max(axis=1)
+        if keyframe_rows is not None:
+            starts = np.minimum(keyframe_rows[a:b], len(col.index) - 1)
+            lo[a:b] = np.where(ok[a:b], col.index[starts], lo[a:b])
+    out_lo = np.empty_like(lo)
+    out_hi = np.empty_like(lo)
+    out_lag = np.empty_like(lag)
+    missing = np.empty(len(ok), dtype=np.bool_)
+    out_lo[order], out_hi[order], out_lag[order], missing[order] = \
+        lo, positions.max(axis=1), np.where(ok, lag, 0), ~ok
+    return FieldExtent(missing=missing, lo=out_lo, hi=out_hi, lag=out_lag)
 
 
 def _run_decode(job: FieldJob, requests: RequestArrays) -> list[Any]:

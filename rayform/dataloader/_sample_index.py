@@ -16,21 +16,18 @@ import math
 import operator
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.catalog import DatasetView
+from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
 from rayform.decoders import IndexValue
 from rayform.decoders._requests import index_value_of
 from rayform.errors import ColumnNotFoundError, ConfigError
 from rayform.recording._columns import RANGE_END_SUFFIX, RANGE_START_SUFFIX, SEGMENT_ID
-
-if TYPE_CHECKING:
-    from rayform.dataloader._config import DataSource, EdgeMode, Field
 
 NS_PER_S = 1_000_000_000
 
@@ -76,6 +73,7 @@ class SegmentMetadata:
     index_start: int
     index_end: int
     num_samples: int
+    _: KW_ONLY
     range_start: int | None = None
     range_end: int | None = None
 
@@ -200,14 +198,14 @@ class SampleIndex:
         """Each segment's own (untrimmed) first and last index value."""
         return self._range_starts[segment_positions], self._range_ends[segment_positions]
 
-    def resolve_local_index(self, segment: SegmentMetadata, position: int) -> IndexValue:
-        """The index value of the ``position``-th sample of ``segment``."""
-        if not 0 <= position < segment.num_samples:
+    def resolve_local_index(self, seg: SegmentMetadata, pos: int) -> IndexValue:
+        """The index value of the ``pos``-th sample of segment ``seg`` (Rerun's names)."""
+        if not 0 <= pos < seg.num_samples:
             raise IndexError(
-                f"position {position} out of range for segment {segment.segment_id!r} with "
-                f"{segment.num_samples} samples"
+                f"position {pos} out of range for segment {seg.segment_id!r} with "
+                f"{seg.num_samples} samples"
             )
-        return index_value_of(segment.index_start + position * self._step, self._ns_dtype)
+        return index_value_of(seg.index_start + pos * self._step, self._ns_dtype)
 
     def offset_index(self, index_value: IndexValue, offset: int | float) -> IndexValue:
         """``index_value`` moved by one window offset (seconds on temporal timelines)."""
@@ -232,8 +230,6 @@ class SampleIndex:
             TypeError: a temporal timeline without ``timeline_sampling``.
             ConfigError: a non-integral window offset on a sequence timeline.
         """
-        from rayform.dataloader._config import check_edge
-
         edge = check_edge(edge)
         view = resolve_view(source)
         if not view.segment_ids():
@@ -359,7 +355,7 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     ids = ranges.column(SEGMENT_ID).to_pylist()
     segments = [
         SegmentMetadata(ids[i], int(lo[i]), int(lo[i] + (counts[i] - 1) * step), int(counts[i]),
-                        int(starts[i]), int(ends[i]))
+                        range_start=int(starts[i]), range_end=int(ends[i]))
         for i in np.flatnonzero(keep).tolist()
     ]
     ns_dtype = None if kind == "sequence" else (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +20,29 @@ if TYPE_CHECKING:
     import torch
 
 IndexValue: TypeAlias = int | np.datetime64 | np.timedelta64
-Selector: TypeAlias = Callable[[pa.Array], pa.Array]
+
+
+class QuerySelector(Protocol):
+    """Rerun's ``rerun.chunk.Selector`` (a jq-like query): ``execute(rows)`` returns the selected
+    array, or ``None`` when the query's errors are suppressed."""
+
+    def execute(self, source: pa.Array) -> pa.Array | None: ...
+
+
+Selector: TypeAlias = Callable[[pa.Array], pa.Array] | QuerySelector
+
+
+def is_selector(value: object) -> bool:
+    """A function of the Arrow rows, or an object with Rerun's ``Selector.execute``."""
+    return callable(value) or callable(getattr(value, "execute", None))
+
+
+def apply_selector(select: Selector, rows: pa.Array) -> pa.Array:
+    """``select`` applied to ``rows`` (a suppressed Rerun query gives null rows: missing data)."""
+    if callable(select):
+        return select(rows)
+    selected = select.execute(rows)
+    return pa.nulls(len(rows), rows.type) if selected is None else selected
 DecodeConcurrency: TypeAlias = Literal["inline", "field", "requests"]
 
 
@@ -56,7 +78,8 @@ class FieldBatch:
 
     Attributes:
         column: the component column, ``pa.list_`` typed.
-        select: an optional row-count-preserving function applied to the rows taken.
+        select: an optional row-count-preserving function (or Rerun ``Selector``) applied to the
+            rows taken.
         is_windowed: the field has a window (outputs are stacked ``[T, ...]``).
         open_segment: returns the segment's data-plane handle
             (:class:`rayform.catalog.SegmentData`) for decoders that need more than the column
@@ -84,7 +107,7 @@ class FieldBatch:
         taken = self.column.take(pa.array(rows, type=pa.int64()))
         if self.select is None:
             return taken
-        selected = self.select(taken)
+        selected = apply_selector(self.select, taken)
         if len(selected) != len(taken):
             raise ValueError(
                 f"Field select changed the row count from {len(taken)} to {len(selected)}; "

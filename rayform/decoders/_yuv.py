@@ -17,6 +17,8 @@ from rayform.errors import ConfigError
 
 ColorSpace = Literal["bt601", "bt709", "bt2020", "unspecified"]
 ColorRange = Literal["limited", "full", "unspecified"]
+MatrixName = Literal["bt601", "bt709", "bt2020"]
+RangeName = Literal["limited", "full"]
 
 COLOR_SPACES: Final[tuple[str, ...]] = ("bt601", "bt709", "bt2020", "unspecified")
 COLOR_RANGES: Final[tuple[str, ...]] = ("limited", "full", "unspecified")
@@ -29,7 +31,7 @@ _LUMA_COEFFICIENTS: Final[dict[str, tuple[float, float]]] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True)
 class Yuv420Frame:
     """One decoded frame (or a stack of them) as 8-bit YUV 4:2:0 planes.
 
@@ -114,7 +116,9 @@ class Yuv420Frame:
                            color_space=self.color_space, color_range=self.color_range)
 
     def to_rgb(self, device: torch.device | str | None = None, *,
-               dtype: torch.dtype = torch.float32, normalize: bool = True) -> torch.Tensor:
+               dtype: torch.dtype = torch.float32, normalize: bool = True,
+               non_blocking: bool = False, color_space: MatrixName | None = None,
+               color_range: RangeName | None = None) -> torch.Tensor:
         """Convert to RGB ``[..., 3, H, W]`` on ``device`` (the planes' device if ``None``).
 
         Chroma is upsampled by repeating each sample over its 2×2 block. Unspecified metadata is
@@ -125,6 +129,10 @@ class Yuv420Frame:
                 DataLoader worker process.
             dtype: a floating dtype, or ``torch.uint8`` for 0–255 integers.
             normalize: floating output in ``[0, 1]``; ``False`` gives ``[0, 255]``.
+            non_blocking: copy the planes to ``device`` asynchronously (from pinned memory).
+            color_space: use this matrix instead of the frame's (``"bt601"``, ``"bt709"``,
+                ``"bt2020"``).
+            color_range: use this range instead of the frame's (``"limited"``, ``"full"``).
 
         Returns:
             The RGB tensor, ``dtype`` ``[..., 3, H, W]``.
@@ -135,28 +143,35 @@ class Yuv420Frame:
                 "Yuv420Frame.to_rgb on CUDA inside a DataLoader worker: return the YUV planes "
                 "from the dataset and convert in the training loop (after .to('cuda'))"
             )
-        color_space, color_range = self.color_space, self.color_range
-        if color_space == "unspecified" or color_range == "unspecified":
+        if color_space is not None and color_space not in _LUMA_COEFFICIENTS:
+            raise ConfigError(f"to_rgb color_space must be one of {sorted(_LUMA_COEFFICIENTS)} or "
+                              f"None, got {color_space!r}")
+        if color_range is not None and color_range not in ("limited", "full"):
+            raise ConfigError(f"to_rgb color_range must be 'limited', 'full' or None, got "
+                              f"{color_range!r}")
+        space: str = color_space or self.color_space
+        value_range: str = color_range or self.color_range
+        if space == "unspecified" or value_range == "unspecified":
             warnings.warn(
-                f"Yuv420Frame has unspecified colour metadata ({color_space}/{color_range}); "
-                "converting as BT.601 limited range",
+                f"Yuv420Frame has unspecified colour metadata ({space}/{value_range}); "
+                "converting as BT.601 limited range (or pass color_space= / color_range=)",
                 RuntimeWarning,
                 stacklevel=2,
             )
-            color_space = "bt601" if color_space == "unspecified" else color_space
-            color_range = "limited" if color_range == "unspecified" else color_range
+            space = "bt601" if space == "unspecified" else space
+            value_range = "limited" if value_range == "unspecified" else value_range
         work = torch.float32 if dtype == torch.uint8 or not dtype.is_floating_point else dtype
-        y = self.y.to(target, non_blocking=True).to(work)
-        uv = self.uv.to(target, non_blocking=True).to(work)
+        y = self.y.to(target, non_blocking=non_blocking).to(work)
+        uv = self.uv.to(target, non_blocking=non_blocking).to(work)
         height, width = self.height, self.width
         uv = uv.repeat_interleave(2, dim=-2).repeat_interleave(2, dim=-1)[..., :height, :width]
-        if color_range == "limited":
+        if value_range == "limited":
             luma = (y - 16.0) / 219.0
             chroma = (uv - 128.0) / 224.0
         else:
             luma = y / 255.0
             chroma = (uv - 128.0) / 255.0
-        kr, kb = _LUMA_COEFFICIENTS[color_space]
+        kr, kb = _LUMA_COEFFICIENTS[space]
         kg = 1.0 - kr - kb
         cb, cr = chroma[..., 0:1, :, :], chroma[..., 1:2, :, :]
         red = luma + (2.0 * (1.0 - kr)) * cr
@@ -182,7 +197,7 @@ class Yuv420Collator:
     dataset skips them).
     """
 
-    def __init__(self, collate_fn: Callable[[list[Any]], Any] | None = None) -> None:
+    def __init__(self, *, collate_fn: Callable[[list[Any]], Any] | None = None) -> None:
         self._collate_fn = collate_fn
 
     def __call__(self, batch: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle
+from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
@@ -57,15 +58,27 @@ def register_many(dataset: DatasetEntry,
         ``CorruptRecordingError`` …), or those of the commit (``DuplicateSegmentError``,
         ``SchemaConflictError``); in every case nothing is committed.
     """
-    paths, layers, policy = registration_request(uris, layer_name, on_duplicate,
-                                                  caller="register_many")
-    sources = [str(p.resolve()) for p in paths]
-    catalog = dataset.catalog
-    catalog.require_writable()
-    calls = [(catalog.url, source, layer) for source, layer in zip(sources, layers, strict=True)]
-    results = run_tasks(_prepare_source, calls, options)
-    prepared = [layer for result in results for layer in result]
+    _, _, policy = registration_request(uris, layer_name, on_duplicate, caller="register_many")
+    prepared = prepare_many(dataset.catalog, uris, layer_name=layer_name, options=options)
     return dataset.register_prepared(prepared, on_duplicate=policy)
 
 
-__all__ = ["register_many"]
+def prepare_many(catalog: CatalogHandle,
+                 uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                 layer_name: str | Sequence[str] = DEFAULT_LAYER,
+                 options: TaskOptions | None = None) -> list[PreparedLayer]:
+    """The first half of :func:`register_many`: convert and store every source in Ray tasks.
+
+    Nothing is committed; pass the result to :meth:`DatasetEntry.register_prepared` (the CLI does
+    so only after every source converted, so a failed ``register --create`` creates no dataset).
+    """
+    paths, layers, _ = registration_request(uris, layer_name, OnDuplicate.ERROR,
+                                            caller="register_many")
+    sources = [str(p.resolve()) for p in paths]
+    catalog.require_writable()
+    calls = [(catalog.url, source, layer) for source, layer in zip(sources, layers, strict=True)]
+    results = run_tasks(_prepare_source, calls, options)
+    return [layer for result in results for layer in result]
+
+
+__all__ = ["prepare_many", "register_many"]

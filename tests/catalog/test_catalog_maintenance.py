@@ -1,10 +1,9 @@
 """Housekeeping: stale listings repaired by the next write, ``check_catalog`` finding damage,
 ``gc_catalog`` removing only what nothing references, and the ``check`` / ``gc`` / ``index``
-sub-commands of :mod:`rayform.cli_maintenance`."""
+sub-commands."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from recording_factories import RecordingFactory
 
 import rayform
 from rayform.catalog import Catalog, DatasetEntry, check_catalog, gc_catalog
-from rayform.cli_maintenance import add_parsers
+from rayform.cli import main
 from rayform.errors import CorruptMetadataError
 from rayform.storage import LocalStore, object_key
 from rayform.storage._listing import LocalListings, decode_listing
@@ -38,11 +37,7 @@ def _age(path: Path, seconds: float) -> None:
 
 
 def _run(root: Path, *argv: str) -> int:
-    parser = argparse.ArgumentParser(prog="rayform")
-    parser.add_argument("--catalog")
-    add_parsers(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["--catalog", str(root), *argv])
-    return int(args.func(args))
+    return main(["--catalog", str(root), *argv])
 
 
 def _killed_before_listing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -81,7 +76,7 @@ def test_index_command_repairs_every_listing(root: Path, capsys: pytest.CaptureF
     (root / "entries" / ".listing.json").write_bytes(b'{"format": "rayform-listing"}')
     assert not check_catalog(root).ok
     assert _run(root, "index") == 0
-    assert "wrote the listings of" in capsys.readouterr().out
+    assert "wrote the listing files of" in capsys.readouterr().out
     assert check_catalog(root).ok
 
 

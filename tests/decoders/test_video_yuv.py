@@ -114,3 +114,21 @@ def test_cuda_conversion_is_refused_inside_a_worker(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
     with pytest.raises(RuntimeError, match="DataLoader worker"):
         frame.to_rgb("cuda")
+
+
+def test_rerun_style_positional_frame_and_to_rgb_overrides() -> None:
+    rng = np.random.default_rng(1)
+    rgb = rng.integers(0, 256, size=(6, 8, 3), dtype=np.uint8).repeat(2, 0).repeat(2, 1)
+    tagged, _ = frame_from_rgb(rgb, space="bt709", color_range="full")
+    bare = Yuv420Frame(tagged.y, tagged.uv, "unspecified", "unspecified")  # Rerun's positions
+    assert bare.color_space == "unspecified"
+    with pytest.warns(RuntimeWarning, match="unspecified"):
+        guessed = bare.to_rgb()
+    overridden = bare.to_rgb(color_space="bt709", color_range="full", non_blocking=True)
+    assert torch.equal(overridden, tagged.to_rgb()), "the override replaces the metadata"
+    assert not torch.allclose(guessed, overridden), "BT.601 limited differs from BT.709 full"
+    assert torch.equal(tagged.to_rgb(color_space="bt709"), tagged.to_rgb())
+    with pytest.raises(ConfigError, match="color_space"):
+        tagged.to_rgb(color_space="srgb")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="color_range"):
+        tagged.to_rgb(color_range="tv")  # type: ignore[arg-type]

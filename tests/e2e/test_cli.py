@@ -1,4 +1,4 @@
-"""The ``rayform`` command end to end: init, register, listings, SQL, errors, demo."""
+"""The ``rayform`` command end to end: init, register, listings, SQL, stats, exports, slices, demo."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_init_register_and_list(tmp_path: Path, capsys: pytest.CaptureFixture[st
     query = 'SELECT rerun_segment_id FROM robots.segments WHERE "property:success" = $ok'
     assert main(["--catalog", cat, "sql", query, "--param", "ok=true"]) == 0
     out = capsys.readouterr().out
-    assert "e0" in out and "e1" not in out and "(1 rows)" in out
+    assert out == "rerun_segment_id\n----------------\ne0\n(1 row)\n"
 
 
 def test_errors_are_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -58,8 +58,12 @@ def test_errors_are_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFi
     assert "missing.rfr" in capsys.readouterr().err
     assert main(["--catalog", cat, "segments", "nope"]) == 1
     assert "nope" in capsys.readouterr().err
-    assert main(["--catalog", str(tmp_path / "not-a-catalog"), "datasets"]) == 1
-    assert "rayform init" in capsys.readouterr().err
+    missing = str(tmp_path / "not-a-catalog")
+    assert main(["--catalog", missing, "datasets"]) == 1
+    err = capsys.readouterr().err
+    assert "`rayform init PATH`" in err and "Traceback" not in err
+    assert main(["init", missing]) == 0  # the command the message names works as written
+    assert main(["--catalog", missing, "datasets"]) == 0
 
 
 def test_demo_writes_catalog_and_prints_summary(tmp_path: Path) -> None:
@@ -71,7 +75,8 @@ def test_demo_writes_catalog_and_prints_summary(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "pick up the red cube" in proc.stdout and "open the drawer" in proc.stdout
     # 4 episodes x 4 s on a 15 Hz grid, trimmed by the 15-step action window: 4 x (60 - 15)
-    assert "180 samples" in proc.stdout
+    assert "a shuffled epoch on a 15 Hz grid: 180 samples" in proc.stdout
+    assert "  warm epoch: " in proc.stdout and "  cold first epoch: " in proc.stdout
     # episode 3 ("open the drawer") is the one failure: 1 of 2 drawer episodes succeed
     assert any(line.startswith("open the drawer") and "| 1 " in line
                for line in proc.stdout.splitlines())
@@ -113,8 +118,9 @@ def test_stats_and_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert "2 episodes" in capsys.readouterr().out
     assert (out_dir / "meta" / "info.json").is_file()
 
-    with pytest.raises(SystemExit, match="--fps is required"):
-        main(["--catalog", cat, "export", "lerobot", "robots", str(tmp_path / "x")])
+    assert main(["--catalog", cat, "export", "lerobot", "robots", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err == ("rayform export: error: export lerobot needs --fps: the "
+                                       "frame rate of the LeRobot dataset's grid\n")
     pytest.importorskip("rerun")
     rrd = tmp_path / "e0.rrd"
     assert main(["--catalog", cat, "export", "rrd", "robots", str(rrd), "--segment", "e0"]) == 0

@@ -1,0 +1,115 @@
+"""Sub-commands that create, index and list a catalog: init, index, datasets, segments, schema."""
+
+from __future__ import annotations
+
+import argparse
+
+import pyarrow as pa
+
+from rayform.cli._args import (
+    add_command,
+    add_output_options,
+    catalog_url,
+    output_format,
+)
+from rayform.cli._output import print_table
+
+# Columns of the segment table a terminal-sized listing leaves out (``--all-columns`` shows them).
+WIDE_SEGMENT_COLUMNS = ("rerun_layer_names", "rerun_storage_urls", "rerun_last_updated_at",
+                        "rayform_segment_version")
+
+
+def _catalog_of(args: argparse.Namespace) -> str:
+    return str(args.path) if args.path is not None else catalog_url(args)
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    cat = Catalog.create(_catalog_of(args))
+    print(f"catalog ready at {cat.url}")
+    return 0
+
+
+def cmd_index(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog, index_catalog
+
+    url = _catalog_of(args)
+    Catalog.open(url)  # refuse a folder that is not a catalog
+    count = index_catalog(url)
+    print(f"wrote the listing files of {count} folders in {url}; publish the folder as it is, "
+          "hidden .listing.json files included")
+    return 0
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    rows = [{"dataset": d.name, "segments": len(d.segment_ids()), "version": d.snapshot_version}
+            for d in Catalog.open(catalog_url(args)).datasets()]
+    schema = pa.schema([("dataset", pa.string()), ("segments", pa.int64()), ("version", pa.int64())])
+    print_table(pa.Table.from_pylist(rows, schema=schema), output_format(args))
+    return 0
+
+
+def cmd_segments(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    table = Catalog.open(catalog_url(args)).get_dataset(args.dataset).segment_table_arrow()
+    if args.format == "table" and not args.all_columns:
+        table = table.drop_columns([c for c in WIDE_SEGMENT_COLUMNS if c in table.column_names])
+    print_table(table, output_format(args))
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+
+    schema = Catalog.open(catalog_url(args)).get_dataset(args.dataset).schema()
+    rows = [{"column": name, "kind": "index",
+             "type": f"{schema.timelines[name]} ({schema.field(name).type})"}
+            for name in schema.index_columns()]
+    rows += [{"column": name, "kind": "component", "type": str(schema.field(name).type)}
+             for name in schema.component_columns()]
+    names = pa.schema([("column", pa.string()), ("kind", pa.string()), ("type", pa.string())])
+    print_table(pa.Table.from_pylist(rows, schema=names), output_format(args))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = add_command(sub, "init", summary="create an empty catalog (a directory)",
+                    example="rayform init my-catalog")
+    p.add_argument("path", nargs="?", default=None, metavar="PATH",
+                   help="where to create it (default: --catalog, $RAYFORM_CATALOG or "
+                        "~/.local/share/rayform/catalog)")
+    p.set_defaults(func=cmd_init)
+
+    p = add_command(sub, "index", summary="write the listing files a static HTTPS server needs",
+                    example="rayform index my-catalog && rsync -a my-catalog/ web:/srv/catalog/",
+                    details="Catalogs keep their listing files up to date by themselves; run this "
+                            "on one written by an older rayform, or copied without its hidden "
+                            "files, before serving it over https://.")
+    p.add_argument("path", nargs="?", default=None, metavar="PATH",
+                   help="the local catalog folder (default: --catalog)")
+    p.set_defaults(func=cmd_index)
+
+    p = add_command(sub, "datasets", summary="list the datasets, their segment counts and versions",
+                    example="rayform datasets --format json")
+    add_output_options(p)
+    p.set_defaults(func=cmd_datasets)
+
+    p = add_command(sub, "segments", summary="print a dataset's segment table",
+                    example="rayform segments demo --format csv > segments.csv",
+                    details="A table leaves out " + ", ".join(WIDE_SEGMENT_COLUMNS)
+                            + " unless --all-columns; csv and json hold every column.")
+    p.add_argument("dataset", help="the dataset's name")
+    p.add_argument("--all-columns", action="store_true",
+                   help="also show layer names, storage URLs, update times and versions")
+    add_output_options(p)
+    p.set_defaults(func=cmd_segments)
+
+    p = add_command(sub, "schema", summary="print a dataset's timelines and columns",
+                    example="rayform schema demo")
+    p.add_argument("dataset", help="the dataset's name")
+    add_output_options(p, default_limit=1000)
+    p.set_defaults(func=cmd_schema)

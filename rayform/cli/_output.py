@@ -1,0 +1,155 @@
+"""Printing Arrow tables from the command line: an aligned table, CSV or JSON.
+
+In a terminal, tables are drawn with ``rich`` and fitted to the window (long cells end in "…").
+When standard output is a pipe or a file, cells are never cut, so names and values can be copied;
+``--format csv`` and ``--format json`` are for programs.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import datetime as dt
+import decimal
+import io
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import pyarrow as pa
+
+FORMATS = ("table", "csv", "json")
+TERMINAL_LIST_ITEMS = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutputFormat:
+    """How a command prints its result table.
+
+    Attributes:
+        format: ``"table"``, ``"csv"`` or ``"json"``.
+        limit: the most rows printed; ``None`` prints every row.
+    """
+
+    format: str = "table"
+    limit: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"output format {self.format!r} is not one of {FORMATS}")
+        if self.limit is not None and self.limit < 0:
+            raise ValueError(f"output limit must be >= 0, got {self.limit!r}")
+
+
+def is_terminal(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def json_value(value: Any) -> Any:
+    """A JSON-ready form of one Arrow Python value (timestamps as ISO text, bytes as base64)."""
+    if isinstance(value, dict):
+        return {str(k): json_value(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_value(v) for v in value]
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    return value
+
+
+def text_cell(value: Any, *, terminal: bool) -> str:
+    """One cell as text; only a terminal gets long lists shortened and blobs summarised."""
+    if value is None:
+        return "null"
+    if isinstance(value, float):
+        return f"{value:.6g}" if terminal else repr(value)
+    if isinstance(value, bytes):
+        return f"<{len(value)} bytes>" if terminal else base64.b64encode(value).decode("ascii")
+    if isinstance(value, list):
+        items = value[:TERMINAL_LIST_ITEMS] if terminal else value
+        more = f", … ({len(value)} items)" if len(items) < len(value) else ""
+        return "[" + ", ".join(text_cell(v, terminal=terminal) for v in items) + more + "]"
+    if isinstance(value, dt.datetime):
+        return value.isoformat(sep=" ")
+    return str(value).replace("\n", " ")
+
+
+def _rows_note(shown: int, total: int) -> str:
+    if shown < total:
+        return f"… {total - shown} more rows ({total} in all; --limit 0 prints every row)"
+    return f"({total} row{'' if total == 1 else 's'})"
+
+
+def plain_table(table: pa.Table, *, limit: int | None = None) -> str:
+    """Header, separator and rows, aligned, nothing cut; then a line counting the rows."""
+    names = table.column_names
+    shown = table if limit is None else table.slice(0, limit)
+    rows = [[text_cell(r[n], terminal=False) for n in names] for r in shown.to_pylist()]
+    widths = [max([len(n), *(len(r[i]) for r in rows)]) for i, n in enumerate(names)]
+    lines = [" | ".join(n.ljust(w) for n, w in zip(names, widths, strict=True)).rstrip(),
+             "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.append(_rows_note(shown.num_rows, table.num_rows))
+    return "\n".join(lines)
+
+
+def _rich_table(table: pa.Table, stream: TextIO, *, limit: int | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    shown = table if limit is None else table.slice(0, limit)
+    view = Table(show_edge=False, header_style="bold", pad_edge=False)
+    for name in table.column_names:
+        view.add_column(name, overflow="ellipsis", no_wrap=True)
+    for row in shown.to_pylist():
+        view.add_row(*(text_cell(row[n], terminal=True) for n in table.column_names))
+    console = Console(file=stream, highlight=False, soft_wrap=False)
+    console.print(view)
+    console.print(_rows_note(shown.num_rows, table.num_rows), style="dim")
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, list | dict | bool):
+        return json.dumps(json_value(value), ensure_ascii=False)
+    return str(json_value(value))
+
+
+def csv_text(table: pa.Table, *, limit: int | None = None) -> str:
+    """RFC 4180 CSV with a header row; lists and structs as JSON, nulls as empty cells."""
+    shown = table if limit is None else table.slice(0, limit)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(table.column_names)
+    for row in shown.to_pylist():
+        writer.writerow([_csv_cell(v) for v in row.values()])
+    return buf.getvalue()
+
+
+def json_text(table: pa.Table, *, limit: int | None = None) -> str:
+    """A JSON array of row objects, one row per line."""
+    shown = table if limit is None else table.slice(0, limit)
+    rows = [json.dumps(json_value(row), ensure_ascii=False) for row in shown.to_pylist()]
+    return "[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n"
+
+
+def print_table(table: pa.Table, output: OutputFormat, *, stream: TextIO | None = None) -> None:
+    """Print ``table`` to ``stream`` (standard output) in ``output``'s format."""
+    out = stream if stream is not None else sys.stdout
+    if output.format == "csv":
+        out.write(csv_text(table, limit=output.limit))
+    elif output.format == "json":
+        out.write(json_text(table, limit=output.limit))
+    elif is_terminal(out):
+        _rich_table(table, out, limit=output.limit)
+    else:
+        out.write(plain_table(table, limit=output.limit) + "\n")
+    out.flush()

@@ -1,0 +1,121 @@
+"""``rayform register``: recordings into a dataset, creating it only once every source converted."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rayform.cli._args import add_command, catalog_url
+
+if TYPE_CHECKING:
+    from rayform.catalog import Catalog
+    from rayform.catalog._registration import OnDuplicate, PreparedLayer
+
+
+def connect_ray(args: argparse.Namespace) -> bool:
+    """Connect to Ray when ``--ray [ADDRESS]`` was given; True if the Ray path should run."""
+    if args.ray is None:
+        return False
+    from rayform.ray import connect
+
+    connect(args.ray or None)
+    return True
+
+
+def add_ray_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                        help="run the work as Ray tasks: on a local cluster, or the cluster at "
+                             "ADDRESS (needs rayform[ray])")
+
+
+def prepare_locally(catalog: Catalog, paths: list[Path], layers: list[str], policy: OnDuplicate,
+                    *, progress: bool) -> list[PreparedLayer]:
+    """Convert, validate and store every source, committing nothing.
+
+    Everything that can be wrong with the input (a missing file, an unknown or damaged format, a
+    bad id, two sources of one segment, two column types) raises here, before any dataset exists.
+    """
+    from tqdm import tqdm
+
+    from rayform.catalog._dataset_entry import require_distinct
+    from rayform.catalog._registration import apply_registration, inspect_layer, store_layer
+    from rayform.importers import find_importer
+
+    importers = [find_importer(path) for path in paths]
+    staging = catalog.store.staging_dir()
+    try:
+        inspected = []
+        for i, (path, layer, importer) in enumerate(tqdm(
+                list(zip(paths, layers, importers, strict=True)), desc="convert", unit="file",
+                disable=not progress)):
+            out = staging / f"{i:06d}"
+            out.mkdir()
+            inspected += [inspect_layer(recording, source_uri=str(path.resolve()), layer_name=layer)
+                          for recording in importer.convert(path, out)]
+        require_distinct(inspected)
+        apply_registration(None, inspected, policy)  # raises on a conflict, writes nothing
+        return [store_layer(catalog.store, prep) for prep in inspected]
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def cmd_register(args: argparse.Namespace) -> int:
+    from rayform.catalog import Catalog
+    from rayform.catalog._registration import registration_request
+    from rayform.errors import EntryNotFoundError
+
+    cat = Catalog.open(catalog_url(args))
+    paths, layers, policy = registration_request(args.paths, args.layer, args.on_duplicate,
+                                                  caller="register")
+    exists = args.dataset in cat.dataset_names()
+    if not exists and not args.create:
+        raise EntryNotFoundError(
+            f"catalog {cat.url} has no dataset {args.dataset!r}; add --create to create it, "
+            f"datasets: {cat.dataset_names()}"
+        )
+    ray = connect_ray(args)
+    if exists:
+        dataset = cat.get_dataset(args.dataset)
+        if ray:
+            from rayform.ray import register_many
+
+            handle = register_many(dataset, args.paths, layer_name=args.layer,
+                                   on_duplicate=policy)
+        else:
+            handle = dataset.register(args.paths, layer_name=args.layer, on_duplicate=policy,
+                                      progress=sys.stderr.isatty())
+    else:
+        if ray:
+            from rayform.ray._ingest import prepare_many
+
+            prepared = prepare_many(cat, args.paths, layer_name=args.layer)
+        else:
+            prepared = prepare_locally(cat, paths, layers, policy, progress=sys.stderr.isatty())
+        dataset = cat.create_dataset(args.dataset, exist_ok=True)
+        print(f"created dataset {args.dataset!r}", file=sys.stderr)
+        handle = dataset.register_prepared(prepared, on_duplicate=policy)
+    ids = handle.wait().segment_ids
+    print(f"registered {len(ids)} segment(s) into {args.dataset!r}: "
+          + ", ".join(ids[:10]) + (" …" if len(ids) > 10 else ""))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = add_command(sub, "register", summary="register recordings (files or folders) as segments",
+                    example="rayform register robots ep0.rfr ep1.rfr --create",
+                    details="Accepts rayform recordings (.rfr), Rerun .rrd (rayform[rerun]), ROS 2 "
+                            "MCAP files and rosbag2 folders (rayform[mcap]), LeRobot folders and "
+                            "MP4 files (rayform[video]). Either every segment lands or none does.")
+    p.add_argument("dataset", help="the dataset to register into")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="recording files or folders")
+    p.add_argument("--layer", default="base", help="the layer the recordings fill (default: base)")
+    p.add_argument("--on-duplicate", choices=["error", "skip", "replace"], default="error",
+                   help="when a segment already has this layer: fail (default), keep it, or "
+                        "replace it")
+    p.add_argument("--create", action="store_true",
+                   help="create the dataset if missing (only once every source has converted)")
+    add_ray_option(p)
+    p.set_defaults(func=cmd_register)

@@ -1,0 +1,102 @@
+"""Looking at the data: ``rayform view`` (a .rrd and the Rerun viewer), ``stats --plot``, ``demo``."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from cli_support import RunCli
+
+from rayform.catalog import Catalog
+from rayform.cli import main
+
+
+def test_view_without_a_display_writes_a_recording_rerun_reads(robots: str, tmp_path: Path,
+                                                               run_cli: RunCli) -> None:
+    rerun_chunk = pytest.importorskip("rerun.chunk")
+    cache = tmp_path / "cache"
+    proc = run_cli("--catalog", robots, "view", "robots", "e1",
+                   env={"DISPLAY": None, "WAYLAND_DISPLAY": None, "RAYFORM_CACHE_DIR": str(cache)})
+    rrd = cache / "view" / "robots" / "e1.rrd"
+    assert (proc.returncode, proc.stdout) == (0, f"{rrd}\n"), proc.stderr
+    assert proc.stderr == ("wrote the recording (no display: DISPLAY and WAYLAND_DISPLAY are "
+                           f"unset); open it where there is a display with: rerun {rrd}\n")
+    assert [r.recording_id for r in rerun_chunk.RrdReader(rrd).recordings()] == ["e1"]
+    back = Catalog.open(robots).create_dataset("back")
+    back.register([str(rrd)])
+    column = "/joints/position:Scalars:scalars"
+    original = Catalog.open(robots).get_dataset("robots").open_segment("e1")
+    assert (back.open_segment("e1").column(column, "frame_index").values.to_pylist()
+            == original.column(column, "frame_index").values.to_pylist())
+
+
+def test_view_with_a_display_starts_the_viewer_on_the_file(robots: str, tmp_path: Path,
+                                                           run_cli: RunCli) -> None:
+    pytest.importorskip("rerun")
+    called = tmp_path / "viewer-args.txt"
+    viewer = tmp_path / "viewer.py"
+    viewer.write_text(f"import sys\nopen({str(called)!r}, 'w').write(' '.join(sys.argv[1:]))\n")
+    out = tmp_path / "e0.rrd"
+    proc = run_cli("--catalog", robots, "view", "robots", "e0", "--out", str(out),
+                   env={"DISPLAY": ":0", "RAYFORM_VIEWER": f"{sys.executable} {viewer}"})
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0, f"{out}\n", "opening it in the Rerun viewer\n")
+    deadline = time.monotonic() + 60
+    while not called.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert called.read_text() == str(out)
+    proc = run_cli("--catalog", robots, "view", "robots", "e0", "--out", str(out), "--no-spawn")
+    assert (proc.returncode, proc.stderr) == (
+        1, f"rayform view: error: {out} exists; pass --force to overwrite it\n")
+
+
+def test_stats_plot_writes_a_png(robots: str, tmp_path: Path,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "plots" / "stats.png"
+    assert main(["--catalog", robots, "stats", "robots", "--plot", str(png)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == f"wrote {png}\n" and "/joints/position:Scalars:scalars" in captured.out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    from matplotlib.image import imread
+
+    height, width, _ = imread(png).shape
+    assert (width, height) == (800, 260)  # 8 x 2.6 inches at 100 dpi: one panel, one column
+
+
+def _between(text: str, start: str, end: str) -> str:
+    return text[text.index(start) + len(start):text.index(end)]
+
+
+def test_demo_keeps_or_rewrites_and_its_next_steps_run(tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("av")
+    cat = tmp_path / "demo"
+    assert main(["--catalog", str(cat), "demo", "--episodes", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "the SQL behind this summary:\n  SELECT \"property:task\" AS task," in out
+    assert "  warm epoch: " in out and "  cold first epoch: " in out
+
+    sql_line = _between(out, "  1. query it from the shell:\n", "\n  2.").strip()
+    python = textwrap.dedent(_between(out, "  2. load it in Python (README.md, docs/dataloader.md):\n",
+                                      "  3. look at an episode"))
+    view_line = out.split("  3. look at an episode in the Rerun viewer:\n")[1].strip()
+    assert view_line == f"rayform --catalog {cat} view demo episode_000"
+    words = shlex.split(sql_line)
+    assert words[0] == "rayform" and main(words[1:]) == 0
+    assert "episode_001" in capsys.readouterr().out
+    exec(compile(python, "next-steps", "exec"), {})
+    assert capsys.readouterr().out == "torch.Size([32, 16, 7])\n"
+
+    assert main(["--catalog", str(cat), "demo", "--episodes", "6"]) == 0
+    assert capsys.readouterr().err.splitlines()[0] == (
+        f"kept the existing demo dataset at {cat}: 2 episodes (not 6); --replace rewrites it "
+        "with --episodes N")
+    assert len(Catalog.open(cat).get_dataset("demo").segment_ids()) == 2
+    assert main(["--catalog", str(cat), "demo", "--episodes", "1", "--replace"]) == 0
+    assert Catalog.open(cat).get_dataset("demo").segment_ids() == ["episode_000"]
