@@ -72,8 +72,11 @@ class RemoteStore(Store):
     """A catalog on an object store or web server, read through the local cache."""
 
     def __init__(self, transport: Transport, *, cache: ObjectCache | None = None,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, offline: bool = False) -> None:
+        """A remote catalog's store; ``offline`` forbids the network whatever
+        ``RAYFORM_OFFLINE`` says (see :meth:`offline_view`)."""
         self.transport = transport
+        self.offline = offline
         self.url = transport.url
         self.read_only = not transport.writable
         self.cache = cache if cache is not None else ObjectCache()
@@ -85,6 +88,15 @@ class RemoteStore(Store):
         return f"{type(self).__name__}({self.url!r}, cache={str(self.cache.root)!r})"
 
     # ------------------------------------------------------------------------- offline
+    def is_offline(self) -> bool:
+        """True when this store may not use the network (``offline`` or ``RAYFORM_OFFLINE``)."""
+        return self.offline or is_offline()
+
+    def offline_view(self) -> RemoteStore:
+        """The same catalog and cache, read as an offline process would (what ``rayform pull``
+        checks before it reports success)."""
+        return RemoteStore(self.transport, cache=self.cache, retry=self.retry, offline=True)
+
     def _offline(self, what: str) -> OfflineError:
         return OfflineError(
             f"RAYFORM_OFFLINE=1 forbids network access and {what} of catalog {self.url} is not "
@@ -109,7 +121,7 @@ class RemoteStore(Store):
             cached = self.meta.get(space, key)
             if cached is not None:
                 return cached
-        if is_offline():
+        if self.is_offline():
             cached = self.meta.get(space, key)
             if cached is None:
                 raise self._offline(f"metadata file {key!r}")
@@ -127,14 +139,14 @@ class RemoteStore(Store):
             self.meta.put(space, key, data)
 
     def exists(self, key: str) -> bool:
-        if is_offline():
+        if self.is_offline():
             if self.meta.get(self._space(key), key) is not None:
                 return True
             raise self._offline(f"{key!r}")
         return self.retry.run(lambda: self.transport.exists(key), what=f"HEAD {self.url}/{key}")
 
     def list_names(self, prefix: str) -> list[str]:
-        if is_offline():
+        if self.is_offline():
             cached = self.meta.get("lists", prefix)
             if cached is None:
                 raise self._offline(f"the listing of {prefix or '/'!r}")
@@ -161,7 +173,7 @@ class RemoteStore(Store):
             raise ReadOnlyCatalogError(
                 f"catalog {self.url} is read-only ({what}); write into a local or s3:// catalog"
             )
-        if is_offline():
+        if self.is_offline():
             raise OfflineError(f"RAYFORM_OFFLINE=1 forbids {what} in catalog {self.url}; unset it")
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
@@ -187,7 +199,7 @@ class RemoteStore(Store):
         cached = self.cache.cached(digest)
         if cached is not None:
             return cached
-        if is_offline():
+        if self.is_offline():
             raise self._offline(f"object {digest}")
         key = object_key(digest)
 
