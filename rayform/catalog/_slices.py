@@ -196,7 +196,14 @@ class Slice:
                 f"slice was made from (entry id {entry.id}, slice has {self.dataset_id}); the "
                 "dataset was deleted and recreated — make a new slice"
             )
-        view = entry.at_version(self.dataset_version).filter_segments(self.segment_ids)
+        snapshot = entry.at_version(self.dataset_version)
+        missing = sorted(set(self.segment_ids) - set(snapshot.segment_ids()))
+        if missing:
+            raise CorruptMetadataError(
+                f"slice {self.id}: snapshot {self.dataset_version} of dataset {self.dataset!r} "
+                f"has no segment(s) {missing} the slice pins"
+            )
+        view = snapshot.filter_segments(self.segment_ids)
         found = {r.segment_id: r.version for r in view.segment_records()}
         if found != self.segment_versions:
             raise CorruptMetadataError(

@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 from rayform.catalog import DatasetView
 from rayform.decoders import ColumnDecoder, Selector
 from rayform.decoders._base import is_selector
-from rayform.errors import ConfigError
+from rayform.errors import ConfigError, SegmentNotFoundError
 
 EdgeMode: TypeAlias = Literal["trim", "pad"]
 """How samples near a segment's edges are handled.
@@ -48,8 +48,10 @@ class DataSource:
 
     Attributes:
         dataset: a :class:`rayform.catalog.DatasetEntry` or :class:`~rayform.catalog.DatasetView`.
-        segments: segment ids to keep (kept in the dataset's order, unknown ids ignored), or
-            ``None`` for all.
+        segments: segment ids to keep (kept in the dataset's order), or ``None`` for all.
+
+    Raises:
+        SegmentNotFoundError: a segment id is not in the dataset.
     """
 
     dataset: DatasetView
@@ -68,6 +70,13 @@ class DataSource:
             )
         if self.segments is not None:
             object.__setattr__(self, "segments", tuple(self.segments))
+            known = set(self.dataset.segment_ids())
+            unknown = sorted(set(self.segments) - known)
+            if unknown:
+                raise SegmentNotFoundError(
+                    f"DataSource: dataset {self.dataset.name!r} has no segment(s) "
+                    f"{unknown[:10]}; see dataset.segment_ids()"
+                )
 
     def filter_segments(self, segment_ids: Sequence[str]) -> DataSource:
         """The same dataset restricted to ``segment_ids``."""
