@@ -11,23 +11,32 @@ entity holds                         decoder                       sample value
 ``VideoStream:sample`` / video asset ``VideoFrameDecoder``         ``uint8 (3, H, W)``
 ``Scalars:scalars``                  ``NumericDecoder``            ``float32 (J,)``
 ``Transform3D:translation`` (+quat)  ``NumericDecoder``, converted ``float32 (3,)`` / ``(7,)``
+``TextDocument:text``                ``TextDecoder``               ``str``
 ==================================== ============================= ========================
 
-``action`` is read at ``horizon`` instants from the sample time on (``t, t + 1/fps, …``) and is
-``float32 (horizon, J)``. ``t_ns`` is the sample time (``int64``, ns) and ``meta`` holds ``slice``,
-``segment``, ``segment_version`` and ``site`` (the segment property ``site``; ``""`` when a segment
-has none, so that the default collate works).
+Cameras are always ``(3, H, W)``: grey images are repeated over the three channels and an alpha
+channel is dropped. ``action`` is read at ``horizon`` instants from the sample time on
+(``t, t + 1/fps, …``) and is ``float32 (horizon, J)``; with ``edge="pad"`` it comes with
+``action_is_pad``. ``task`` is the task text: the recording's per-frame ``/task`` text stream when
+it has one (LeRobot imports), else its ``task`` property, else ``""``. ``t_ns`` is the sample time
+(``int64``, ns) and ``meta`` holds ``slice``, ``segment``, ``segment_version`` and ``site`` (the
+segment property ``site``; ``""`` when a segment has none, so that the default collate works).
 
 Order: index ``i`` of epoch ``e`` is sample ``order[i]`` of a permutation that depends only on the
 slice, ``seed`` and ``e`` (``set_epoch``; shared with running workers, persistent ones included).
-``seed=None`` keeps the natural order (segment by segment, in time). Iterating the dataset directly
-yields this process's shard of the epoch when ``torch.distributed`` is initialised: ranks get
-disjoint, equal parts (``len // world_size`` samples each). Under a ``DistributedSampler`` the
-sampler shards instead, and the dataset does not shard again.
+``seed=None`` keeps the natural order (segment by segment, in time).
+
+Ranks: when ``torch.distributed`` is initialised, rank ``r`` of ``W`` owns the contiguous part
+``order[r * m:(r + 1) * m]`` of each epoch (``m = num_samples // W``): ``len(dataset)`` is ``m``
+and index ``i`` reads ``order[r * m + i]``, so a plain ``DataLoader(dataset, shuffle=True)`` and
+iterating the dataset directly read disjoint, equal parts on every rank. A ``DistributedSampler``
+shards the indices itself: it sees the whole epoch (``len == num_samples``) and the dataset then
+does not shard again.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -47,13 +56,20 @@ from rayform.dataloader import (
     NumericDecoder,
     RerunMapDataset,
 )
-from rayform.dataloader._pipeline import META_KEY
+from rayform.dataloader._config import EdgeMode, check_edge
+from rayform.dataloader._pipeline import IS_PAD_SUFFIX, META_KEY
+from rayform.dataloader._samplers import EpochSampler
+from rayform.decoders import TextDecoder
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     FRAME_CONVENTION_PROPERTY,
+    LOG_TIME_TIMELINE,
+    SAMPLE_TIMELINE_PROPERTY,
     SCALARS,
     SITE_PROPERTY,
+    TASK_PROPERTY,
+    TEXT_DOCUMENT,
     TRANSFORM_QUATERNION,
     TRANSFORM_TRANSLATION,
     VIDEO_CODEC,
@@ -61,10 +77,14 @@ from rayform.recording._columns import (
     VIDEO_SAMPLE,
     column_name,
 )
+from rayform.recording._declared import declared_property
+from rayform.recording._file import PropertyValue
 
 ACTION_KEY = "action"
+ACTION_PAD_KEY = ACTION_KEY + IS_PAD_SUFFIX
 TIME_KEY = "t_ns"
-RESERVED_KEYS = (ACTION_KEY, TIME_KEY, META_KEY)
+TASK_KEY = "task"
+RESERVED_KEYS = (ACTION_KEY, ACTION_PAD_KEY, TIME_KEY, TASK_KEY, META_KEY)
 _ITER_BATCH = 32
 
 
@@ -73,13 +93,20 @@ class ReadOptions:
     """Less common settings of :class:`EpisodeDataset`.
 
     Attributes:
-        timeline: the temporal timeline samples are drawn on (default: the dataset's only
-            timestamp timeline, else its only duration timeline).
+        timeline: the temporal timeline samples are drawn on. Default: the one the recordings
+            declare in their ``sample_timeline`` property, else the dataset's only timestamp
+            timeline (rerun-sdk's automatic ``log_time`` set aside when there is one other),
+            else its only duration timeline.
         decode_threads: decode threads per process (``None``: the dataloader's default).
+        tolerance_s: a grid instant reads a row stored up to this long after it, as LeRobot
+            does (``1e-4`` s, its ``tolerance_s``): stored timestamps equal to grid instants up
+            to float rounding then give the frame meant, not the one before it
+            (:attr:`FixedRateSampling.tolerance_s`; ``0``: Rerun's exact latest-at).
     """
 
     timeline: str | None = None
     decode_threads: int | None = None
+    tolerance_s: float = 1e-4
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +114,7 @@ class _Entity:
     """How one observation (or the action) is read: its kind and the internal field keys."""
 
     name: str
-    kind: str  # "image" | "numeric" | "pose"
+    kind: str  # "image" | "numeric" | "pose" | "text"
     keys: tuple[str, ...]
 
 
@@ -103,6 +130,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         frame: the coordinate convention pose-valued fields are returned in (``"ros"``,
             ``"opencv"``), converted from the ``frame_convention`` each recording declares.
         seed: seed of the epoch order (``None``: natural order).
+        edge: ``"trim"`` (default): each segment's samples stop ``horizon - 1`` steps before its
+            end, so that every action chunk lies inside it. ``"pad"``: every grid instant is a
+            sample; action steps past the segment's end repeat its last value and are flagged in
+            ``action_is_pad`` (``bool (horizon,)``), as LeRobot does.
         options: :class:`ReadOptions`.
 
     Raises:
@@ -113,7 +144,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
 
     def __init__(self, slice_: Slice, *, obs: Sequence[str], action: str | None = None,
                  fps: float, horizon: int = 1, frame: str = "ros", seed: int | None = 0,
-                 options: ReadOptions | None = None) -> None:
+                 edge: EdgeMode = "trim", options: ReadOptions | None = None) -> None:
         if not isinstance(slice_, Slice):
             raise TypeError(f"EpisodeDataset needs a rayform Slice (client.slices.get(id)), "
                             f"got {type(slice_).__name__}")
@@ -130,28 +161,51 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self.fps = float(fps)
         self.horizon = horizon
         self.seed = seed
+        self.edge = check_edge(edge)
         view = slice_.view()
-        timeline = _temporal_timeline(view, opts.timeline)
+        records = {r.segment_id: r for r in view.segment_records()}
+        timeline = _temporal_timeline(view, opts.timeline, {
+            sid: declared_property(r.properties, SAMPLE_TIMELINE_PROPERTY, segment=sid)
+            for sid, r in records.items()})
         self.timeline = timeline
         fields: dict[str, Field] = {}
         self._obs = [self._resolve(view, name, timeline, fields, window=None) for name in obs]
         window = tuple(k / self.fps for k in range(horizon))
         self._action = (None if action is None
                         else self._resolve(view, action, timeline, fields, window=window))
-        self._map = RerunMapDataset(DataSource(view), timeline, fields,
-                                    timeline_sampling=FixedRateSampling(rate_hz=self.fps),
-                                    decode_threads=opts.decode_threads, sample_metadata=True)
-        self._positions = self._in_time_range()
-        records = {r.segment_id: r for r in view.segment_records()}
+        self._task_stream = column_name("/" + TASK_KEY, TEXT_DOCUMENT) in set(
+            view.schema().component_columns())
+        if self._task_stream:  # a per-frame task (LeRobot's task_index, as text)
+            fields[TASK_KEY] = Field(column_name("/" + TASK_KEY, TEXT_DOCUMENT), TextDecoder())
+        self._tasks = {sid: _text(declared_property(r.properties, TASK_PROPERTY, segment=sid))
+                       for sid, r in records.items()}
+        tr = slice_.time_range
+        if tr is not None and tr.timeline != timeline:
+            raise ConfigError(
+                f"slice {slice_.id} limits time on {tr.timeline!r} but samples are drawn on "
+                f"{timeline!r}; pass options=ReadOptions(timeline={tr.timeline!r}) or make "
+                f"the slice with a TimeRange on {timeline!r}"
+            )
+        self._map = RerunMapDataset(DataSource(view, time_range=tr), timeline, fields,
+                                    timeline_sampling=FixedRateSampling(
+                                        rate_hz=self.fps, tolerance_s=opts.tolerance_s),
+                                    decode_threads=opts.decode_threads, edge=self.edge,
+                                    sample_metadata=True)
         self._sites = {sid: "" if r.properties.get(SITE_PROPERTY) is None
                        else str(r.properties[SITE_PROPERTY]) for sid, r in records.items()}
         has_pose = any(e.kind == "pose" for e in [*self._obs, *([self._action] if self._action
                                                                  else [])])
-        self._conventions = ({sid: _declared_convention(sid, r.properties.get(
-            FRAME_CONVENTION_PROPERTY)) for sid, r in records.items()} if has_pose else {})
+        self._conventions = ({sid: _declared_convention(sid, declared_property(
+            r.properties, FRAME_CONVENTION_PROPERTY, segment=sid)) for sid, r in records.items()}
+            if has_pose else {})
         # Shared memory: set_epoch reaches DataLoader workers that are already running.
         self._epoch = torch.zeros(1, dtype=torch.int64)
         self._epoch.share_memory_()  # type: ignore[no-untyped-call]
+        # [rank, world_size, a DistributedSampler shards]: read in workers, where
+        # torch.distributed is not initialised (spawn), and updated by the main process.
+        self._ddp = torch.tensor([0, 1, 0], dtype=torch.int64)
+        self._ddp.share_memory_()  # type: ignore[no-untyped-call]
+        self._refresh_ranks()
         self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
 
     # ------------------------------------------------------------------------ resolving
@@ -198,31 +252,20 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         if has(SCALARS):
             fields[key] = Field(column_name(entity, SCALARS), NumericDecoder(), window=window)
             return _Entity(name=key, kind="numeric", keys=(key,))
+        if has(TEXT_DOCUMENT):
+            fields[key] = Field(column_name(entity, TEXT_DOCUMENT), TextDecoder(), window=window)
+            return _Entity(name=key, kind="text", keys=(key,))
         found = sorted(c for c in columns if c.startswith(entity + ":"))
         if found:
             raise ConfigError(
                 f"{name!r}: entity {entity} holds {found}, none of which EpisodeDataset can "
-                "decode (EncodedImage, VideoStream, video asset, Scalars, Transform3D)"
+                "decode (EncodedImage, VideoStream, video asset, Scalars, Transform3D, "
+                "TextDocument)"
             )
         entities = sorted({c.partition(":")[0].lstrip("/") for c in columns})
         raise ColumnNotFoundError(
             f"{name!r}: slice {self.slice.id} has no entity {entity}; entities: {entities}"
         )
-
-    def _in_time_range(self) -> npt.NDArray[np.int64]:
-        total = len(self._map)
-        everything = np.arange(total, dtype=np.int64)
-        tr = self.slice.time_range
-        if tr is None:
-            return everything
-        if tr.timeline != self.timeline:
-            raise ConfigError(
-                f"slice {self.slice.id} limits time on {tr.timeline!r} but samples are drawn on "
-                f"{self.timeline!r}; pass options=ReadOptions(timeline={tr.timeline!r}) or make "
-                f"the slice with a TimeRange on {self.timeline!r}"
-            )
-        _, values = self._map.sample_index.locate(everything)
-        return everything[(values >= tr.start) & (values <= tr.end)]
 
     # ------------------------------------------------------------------------- ordering
     def set_epoch(self, epoch: int) -> None:
@@ -237,15 +280,40 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         """The permutation of this epoch: index ``i`` reads the ``order[i]``-th sample."""
         epoch = self.epoch
         if self._order_cache is None or self._order_cache[0] != epoch:
-            n = len(self._positions)
+            n = self.num_samples
             order = (np.arange(n, dtype=np.int64) if self.seed is None else
                      np.random.default_rng([self.seed, epoch]).permutation(n).astype(np.int64))
             self._order_cache = (epoch, order)
         return self._order_cache[1]
 
+    # ------------------------------------------------------------------------- sharding
+    def _refresh_ranks(self) -> None:
+        """Record this process's rank and world size (in the main process, not in workers)."""
+        from torch.utils.data import get_worker_info
+
+        if get_worker_info() is None:
+            rank, world = _rank_and_world()
+            self._ddp[0], self._ddp[1] = rank, world
+
+    def _rank_shard(self) -> tuple[int, int] | None:
+        """``(rank, world)`` when indices address this rank's shard, else ``None``."""
+        rank, world, sampler_shards = (int(v) for v in self._ddp.tolist())
+        return None if world <= 1 or sampler_shards else (rank, world)
+
+    @property
+    def num_samples(self) -> int:
+        """Samples in one epoch, all ranks together."""
+        return len(self._map)
+
     # --------------------------------------------------------------------------- access
     def __len__(self) -> int:
-        return len(self._positions)
+        """This rank's samples: ``num_samples // world_size`` under ``torch.distributed``
+        (``num_samples`` for a ``DistributedSampler``, which shards itself)."""
+        self._refresh_ranks()
+        if _asked_by_distributed_sampler():
+            self._ddp[2] = 1
+        shard = self._rank_shard()
+        return self.num_samples if shard is None else self.num_samples // shard[1]
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
         return self.__getitems__([idx])[0]
@@ -258,11 +326,15 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             OfflineError: ``RAYFORM_OFFLINE=1`` and the slice was not pulled.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        n = len(self)
+        shard = self._rank_shard()
+        n = self.num_samples if shard is None else self.num_samples // shard[1]
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise IndexError(f"sample index {bad} out of range for {n} samples")
-        underlying = self._positions[self.epoch_order()[idx]]
+        return self._read(idx if shard is None else idx + shard[0] * n)
+
+    def _read(self, epoch_positions: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
+        underlying = self.epoch_order()[epoch_positions]
         try:
             raw = self._map.__getitems__(underlying.tolist())
         except OfflineError as err:
@@ -273,10 +345,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """This process's shard of the epoch (disjoint across ``torch.distributed`` ranks)."""
         rank, world = _rank_and_world()
-        per = len(self) // world
+        per = self.num_samples // world
         mine = np.arange(rank * per, (rank + 1) * per, dtype=np.int64)
         for start in range(0, len(mine), _ITER_BATCH):
-            yield from self.__getitems__(mine[start:start + _ITER_BATCH].tolist())
+            yield from self._read(mine[start:start + _ITER_BATCH])
 
     def __repr__(self) -> str:
         keys = [e.name for e in self._obs]
@@ -292,6 +364,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             out[entity.name] = self._value(entity, raw, segment)
         if self._action is not None:
             out[ACTION_KEY] = self._value(self._action, raw, segment)
+            if self.edge == "pad":
+                out[ACTION_PAD_KEY] = raw[self._action.keys[0] + IS_PAD_SUFFIX]
+        task = raw.get(TASK_KEY) if self._task_stream else None
+        out[TASK_KEY] = task if isinstance(task, str) else self._tasks.get(segment, "")
         out[TIME_KEY] = torch.tensor(int(meta["index_value"]), dtype=torch.int64)
         out[META_KEY] = {"slice": self.slice.id, "segment": segment,
                          "segment_version": meta["segment_version"],
@@ -304,12 +380,43 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         if len(parts) != len(values):
             return None
         if entity.kind == "image":
-            return parts[0]
+            return _three_channels(parts[0])
         if entity.kind == "numeric":
             return parts[0].to(torch.float32)
+        if entity.kind == "text":
+            return parts[0]
         pose = np.concatenate([p.numpy().astype(np.float64) for p in parts], axis=-1)
         converted = convert_pose(pose, self._conventions[segment], self.frame)
         return torch.from_numpy(converted.astype(np.float32))
+
+
+def _three_channels(image: torch.Tensor) -> torch.Tensor:
+    """``uint8 (C, H, W)`` -> ``(3, H, W)``: grey (and grey + alpha) repeated, alpha dropped."""
+    channels = image.shape[-3]
+    if channels == 3:
+        return image
+    if channels in (1, 2):
+        return image[..., :1, :, :].expand(*image.shape[:-3], 3, *image.shape[-2:]).contiguous()
+    return image[..., :3, :, :].contiguous()
+
+
+def _text(value: PropertyValue) -> str:
+    return "" if value is None else str(value)
+
+
+def _asked_by_distributed_sampler() -> bool:
+    """Whether ``len(dataset)`` was called by a sampler that shards by rank itself.
+
+    A ``DistributedSampler`` (or rayform's ``ResumableSampler``) shards the indices by rank and
+    needs the length of the whole epoch; any other sampler (the ``RandomSampler`` of
+    ``DataLoader(shuffle=True)``) needs this rank's share. torch offers no other way to tell
+    them apart: such a sampler calls ``len(self.dataset)`` from its own methods, so the caller's
+    frame holds it as ``self``.
+    """
+    from torch.utils.data.distributed import DistributedSampler
+
+    caller = sys._getframe(2)  # 0: here, 1: __len__, 2: whoever called len()
+    return isinstance(caller.f_locals.get("self"), DistributedSampler | EpochSampler)
 
 
 def _rank_and_world() -> tuple[int, int]:
@@ -320,7 +427,11 @@ def _rank_and_world() -> tuple[int, int]:
     return 0, 1
 
 
-def _temporal_timeline(view: DatasetView, wanted: str | None) -> str:
+def _temporal_timeline(view: DatasetView, wanted: str | None,
+                       declared: dict[str, PropertyValue]) -> str:
+    """The timeline samples are drawn on: ``wanted``, else the one the recordings declare
+    (property ``sample_timeline``), else the dataset's only timestamp (then duration) timeline,
+    not counting rerun-sdk's ``log_time`` when there is one other."""
     timelines = view.timelines
     if wanted is not None:
         if timelines.get(wanted) not in ("timestamp", "duration"):
@@ -329,14 +440,36 @@ def _temporal_timeline(view: DatasetView, wanted: str | None) -> str:
                 f"dataset {view.name!r}; its timelines: {timelines}"
             )
         return wanted
+    named = {str(v) for v in declared.values() if v is not None}
+    if len(named) > 1:
+        raise ConfigError(
+            f"the segments of dataset {view.name!r} declare different sample timelines "
+            f"({SAMPLE_TIMELINE_PROPERTY!r}: { {k: v for k, v in declared.items() if v} }); "
+            "pick one with options=ReadOptions(timeline=…)"
+        )
+    if named:
+        (name,) = named
+        if timelines.get(name) not in ("timestamp", "duration"):
+            raise ConfigError(
+                f"dataset {view.name!r}: its recordings declare {SAMPLE_TIMELINE_PROPERTY}="
+                f"{name!r}, which is not one of its timestamp or duration timelines {timelines}"
+            )
+        return name
     for kind in ("timestamp", "duration"):
         found = sorted(t for t, k in timelines.items() if k == kind)
-        if len(found) == 1:
-            return found[0]
+        own = [t for t in found if t != LOG_TIME_TIMELINE]
+        if len(found) == 1 or (len(own) == 1 and len(found) == 2):
+            return own[0] if own else found[0]
         if len(found) > 1:
+            hint = (f" ({LOG_TIME_TIMELINE!r} is when rerun-sdk logged each row, not the data's "
+                    "own time)" if LOG_TIME_TIMELINE in found else "")
             raise ConfigError(
-                f"dataset {view.name!r} has several {kind} timelines {found}; pick one with "
-                "options=ReadOptions(timeline=…)"
+                f"dataset {view.name!r} has several {kind} timelines {found}{hint}; pick the one "
+                f"samples are drawn on with options=ReadOptions(timeline={own[0]!r}), or declare "
+                f"it in each recording as the property {SAMPLE_TIMELINE_PROPERTY!r} "
+                f"(RecordingWriter.set_property({SAMPLE_TIMELINE_PROPERTY!r}, {own[0]!r}); "
+                f"rerun-sdk: rec.send_property({SAMPLE_TIMELINE_PROPERTY!r}, "
+                f"rr.AnyValues(text={own[0]!r})))"
             )
     raise ConfigError(
         f"EpisodeDataset samples at fps on a time axis, but dataset {view.name!r} has only "
@@ -358,7 +491,9 @@ def _declared_convention(segment: str, value: object) -> str:
     if value is None:
         raise ConfigError(
             f"segment {segment!r} holds poses but declares no coordinate convention; set its "
-            f"property {FRAME_CONVENTION_PROPERTY!r} to 'ros' or 'opencv' when recording it"
+            f"property {FRAME_CONVENTION_PROPERTY!r} to 'ros' or 'opencv' when recording it "
+            f"(RecordingWriter.set_property({FRAME_CONVENTION_PROPERTY!r}, 'ros'); rerun-sdk: "
+            f"rec.send_property({FRAME_CONVENTION_PROPERTY!r}, rr.AnyValues(text='ros')))"
         )
     return canonical_frame(value, what=f"segment {segment!r} property {FRAME_CONVENTION_PROPERTY!r}")
 

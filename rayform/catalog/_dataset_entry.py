@@ -24,6 +24,7 @@ from rayform.catalog._registration import (
     apply_registration,
     apply_unregistration,
     inspect_layer,
+    local_source,
     registration_request,
     store_layer,
 )
@@ -38,6 +39,7 @@ from rayform.errors import (
 from rayform.importers import find_importer
 from rayform.recording._columns import DEFAULT_LAYER
 from rayform.recording._names import validate_layer_name, validate_segment_id
+from rayform.storage._fetch import SourceUri
 
 STORE_THREADS = 2
 
@@ -110,11 +112,18 @@ class DatasetEntry(DatasetView):
         DatasetEntry.__init__(self, self._catalog, self._meta)
         return self
 
-    def register(self, uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+    def register(self, recording_uri: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
+                 *,
                  layer_name: str | Sequence[str] = DEFAULT_LAYER,
                  on_duplicate: OnDuplicate | str = OnDuplicate.ERROR,
                  progress: bool | None = None) -> RegistrationHandle:
         """Register recordings (files or folders, any supported format) as segments.
+
+        ``recording_uri`` is one source or a list of them, each a path, a ``file:///abs/path``
+        URI (what ``Path.as_uri()`` gives, as Rerun scripts pass), or the URL of a remote file,
+        ``s3://bucket/key.rrd`` or ``https://host/path.mcap``: remote files are streamed into the
+        catalog's staging folder by the catalog transports (retried, hashed while written) and
+        then registered like local ones (``source_uri`` keeps the URL).
 
         All sources are converted and validated first, then stored, then committed in one
         atomic step: either every segment lands or none does. Bad input is refused before anything
@@ -123,6 +132,7 @@ class DatasetEntry(DatasetView):
 
         Raises:
             SourceNotFoundError, UnknownFormatError, CorruptRecordingError: bad input.
+            RemoteError, OfflineError: a remote source could not be fetched.
             InvalidNameError: a layer name or recording id with a path separator or ``..``.
             DuplicateSegmentError: an id+layer exists and ``on_duplicate='error'``.
             SchemaConflictError: a column type differs from the dataset's.
@@ -130,7 +140,7 @@ class DatasetEntry(DatasetView):
             DiskFullError: the disk (or quota) of the catalog, cache or staging folder is full;
                 the message names the folder.
         """
-        paths, layers, policy = registration_request(uris, layer_name, on_duplicate,
+        paths, layers, policy = registration_request(recording_uri, layer_name, on_duplicate,
                                                       caller="register")
         self._catalog.require_writable()
         staging = self._catalog.store.staging_dir()
@@ -148,7 +158,7 @@ class DatasetEntry(DatasetView):
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
         return RegistrationHandle(RegistrationResult(segment_ids=touched))
 
-    def _prepare(self, paths: list[Path], layers: list[str], staging: Path,
+    def _prepare(self, sources: list[SourceUri], layers: list[str], staging: Path,
                  progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR
                  ) -> list[PreparedLayer]:
         """Convert, validate and store the sources; nothing is written before all validate.
@@ -158,16 +168,20 @@ class DatasetEntry(DatasetView):
         """
         from tqdm import tqdm
 
-        importers = [find_importer(path) for path in paths]
-        show = progress if progress is not None else (len(paths) > 1 and sys.stderr.isatty())
+        # Local sources are checked before any remote one is fetched.
+        for source in sources:
+            if source.path is not None:
+                find_importer(source.path)
+        show = progress if progress is not None else (len(sources) > 1 and sys.stderr.isatty())
         inspected: list[PreparedLayer] = []
-        for i, (path, layer, importer) in enumerate(tqdm(
-                list(zip(paths, layers, importers, strict=True)), desc=f"register {self._name}",
+        for i, (source, layer) in enumerate(tqdm(
+                list(zip(sources, layers, strict=True)), desc=f"register {self._name}",
                 unit="file", disable=not show)):
+            path, source_uri = local_source(source, staging / f"{i:06d}-source")
             out = staging / f"{i:06d}"
             out.mkdir()
-            for recording in importer.convert(path, out):
-                inspected.append(inspect_layer(recording, source_uri=str(path.resolve()),
+            for recording in find_importer(path).convert(path, out):
+                inspected.append(inspect_layer(recording, source_uri=source_uri,
                                                layer_name=layer))
         require_distinct(inspected)
         store = self._catalog.store

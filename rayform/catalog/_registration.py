@@ -42,6 +42,7 @@ from rayform.recording._file import PropertyValue, RecordingHeader, open_recordi
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._writer import asset_dir_for
 from rayform.storage._documents import FORMAT_VERSION
+from rayform.storage._fetch import SourceUri, fetch_file, parse_source
 from rayform.storage._store import Store, sha256_file
 
 
@@ -55,14 +56,17 @@ class OnDuplicate(str, Enum):
 
 def registration_request(uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                          layer_name: str | Sequence[str], on_duplicate: OnDuplicate | str, *,
-                         caller: str) -> tuple[list[Path], list[str], OnDuplicate]:
-    """Validate ``register`` arguments: one layer per source, a known duplicate policy.
+                         caller: str) -> tuple[list[SourceUri], list[str], OnDuplicate]:
+    """Validate ``register`` arguments: sources (paths, ``file://``, ``s3://``, ``https://``),
+    one layer per source, a known duplicate policy.
 
     Raises:
-        ConfigError: mismatched ``layer_name`` list or unknown ``on_duplicate``.
+        ConfigError: mismatched ``layer_name`` list, unknown ``on_duplicate``, or a source URI of
+            an unsupported scheme.
         InvalidNameError: a layer name with a path separator or ``..``.
     """
-    paths = [Path(uris)] if isinstance(uris, str | os.PathLike) else [Path(u) for u in uris]
+    paths = [parse_source(uris)] if isinstance(uris, str | os.PathLike) \
+        else [parse_source(u) for u in uris]
     layers = [layer_name] * len(paths) if isinstance(layer_name, str) else list(layer_name)
     if len(layers) != len(paths):
         raise ConfigError(
@@ -79,6 +83,17 @@ def registration_request(uris: str | os.PathLike[str] | Sequence[str | os.PathLi
             f"{[p.value for p in OnDuplicate]}"
         ) from None
     return paths, layers, policy
+
+
+def local_source(source: SourceUri, staging: Path) -> tuple[Path, str]:
+    """A source's local path (fetching a remote one into ``staging``) and its ``source_uri``.
+
+    Raises:
+        SourceNotFoundError, RemoteError, OfflineError: a remote source could not be fetched.
+    """
+    if source.path is not None:
+        return source.path, str(source.path.resolve())
+    return fetch_file(source.uri, staging).path, source.uri
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rayform.cli._args import add_command, catalog_url
@@ -13,6 +12,7 @@ from rayform.cli._args import add_command, catalog_url
 if TYPE_CHECKING:
     from rayform.catalog import Catalog
     from rayform.catalog._registration import OnDuplicate, PreparedLayer
+    from rayform.storage._fetch import SourceUri
 
 
 def connect_ray(args: argparse.Namespace) -> bool:
@@ -31,8 +31,8 @@ def add_ray_option(parser: argparse.ArgumentParser) -> None:
                              "ADDRESS (needs rayform[ray])")
 
 
-def prepare_locally(catalog: Catalog, paths: list[Path], layers: list[str], policy: OnDuplicate,
-                    *, progress: bool) -> list[PreparedLayer]:
+def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str],
+                    policy: OnDuplicate, *, progress: bool) -> list[PreparedLayer]:
     """Convert, validate and store every source, committing nothing.
 
     Everything that can be wrong with the input (a missing file, an unknown or damaged format, a
@@ -41,20 +41,28 @@ def prepare_locally(catalog: Catalog, paths: list[Path], layers: list[str], poli
     from tqdm import tqdm
 
     from rayform.catalog._dataset_entry import require_distinct
-    from rayform.catalog._registration import apply_registration, inspect_layer, store_layer
+    from rayform.catalog._registration import (
+        apply_registration,
+        inspect_layer,
+        local_source,
+        store_layer,
+    )
     from rayform.importers import find_importer
 
-    importers = [find_importer(path) for path in paths]
+    for source in sources:  # local sources are checked before any remote one is fetched
+        if source.path is not None:
+            find_importer(source.path)
     staging = catalog.store.staging_dir()
     try:
         inspected = []
-        for i, (path, layer, importer) in enumerate(tqdm(
-                list(zip(paths, layers, importers, strict=True)), desc="convert", unit="file",
+        for i, (source, layer) in enumerate(tqdm(
+                list(zip(sources, layers, strict=True)), desc="convert", unit="file",
                 disable=not progress)):
+            path, source_uri = local_source(source, staging / f"{i:06d}-source")
             out = staging / f"{i:06d}"
             out.mkdir()
-            inspected += [inspect_layer(recording, source_uri=str(path.resolve()), layer_name=layer)
-                          for recording in importer.convert(path, out)]
+            inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer)
+                          for recording in find_importer(path).convert(path, out)]
         require_distinct(inspected)
         apply_registration(None, inspected, policy)  # raises on a conflict, writes nothing
         return [store_layer(catalog.store, prep) for prep in inspected]
@@ -110,7 +118,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                             "MCAP files and rosbag2 folders (rayform[mcap]), LeRobot folders and "
                             "MP4 files (rayform[video]). Either every segment lands or none does.")
     p.add_argument("dataset", help="the dataset to register into")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="recording files or folders")
+    p.add_argument("paths", nargs="+", metavar="URI",
+                   help="recording files or folders, file:// URIs, or s3:// / https:// files")
     p.add_argument("--layer", default="base", help="the layer the recordings fill (default: base)")
     p.add_argument("--on-duplicate", choices=["error", "skip", "replace"], default="error",
                    help="when a segment already has this layer: fail (default), keep it, or "

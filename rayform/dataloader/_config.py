@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from numbers import Real
 from typing import Any, Literal, TypeAlias
 
-from rayform.catalog import DatasetView
+from rayform.catalog import DatasetView, Slice, TimeRange
 from rayform.decoders import ColumnDecoder, Selector
 from rayform.decoders._base import is_selector
 from rayform.errors import ConfigError, SegmentNotFoundError
@@ -44,11 +44,16 @@ def check_edge(edge: str) -> EdgeMode:
 
 @dataclass(frozen=True)
 class DataSource:
-    """A dataset (or view) to sample from, optionally restricted to some segments.
+    """A dataset (or view, or slice) to sample from, optionally restricted to some segments.
 
     Attributes:
-        dataset: a :class:`rayform.catalog.DatasetEntry` or :class:`~rayform.catalog.DatasetView`.
+        dataset: a :class:`rayform.catalog.DatasetEntry`, :class:`~rayform.catalog.DatasetView`
+            or :class:`~rayform.catalog.Slice`. A slice becomes its pinned view (``slice_.view()``)
+            and its time range becomes ``time_range``.
         segments: segment ids to keep (kept in the dataset's order), or ``None`` for all.
+        time_range: a rayform option (keyword-only): only samples whose index value lies in this
+            inclusive range, on the grid the segment would have without it. It must be on the
+            index timeline the dataset samples.
 
     Raises:
         SegmentNotFoundError: a segment id is not in the dataset.
@@ -56,13 +61,24 @@ class DataSource:
 
     dataset: DatasetView
     segments: Sequence[str] | None = None
+    _: KW_ONLY
+    time_range: TimeRange | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.dataset, Slice):
+            if self.time_range is not None and self.dataset.time_range is not None:
+                raise ConfigError(f"DataSource: slice {self.dataset.id} has its own time range "
+                                  f"{self.dataset.time_range}; do not give time_range too")
+            object.__setattr__(self, "time_range", self.time_range or self.dataset.time_range)
+            object.__setattr__(self, "dataset", self.dataset.view())
         if not isinstance(self.dataset, DatasetView):
             raise TypeError(
-                f"DataSource.dataset must be a rayform DatasetEntry or DatasetView, got "
+                f"DataSource.dataset must be a rayform DatasetEntry, DatasetView or Slice, got "
                 f"{type(self.dataset).__name__}; open one with Catalog.open(url).get_dataset(name)"
             )
+        if self.time_range is not None and not isinstance(self.time_range, TimeRange):
+            raise TypeError(f"DataSource.time_range must be a rayform TimeRange, got "
+                            f"{type(self.time_range).__name__}")
         if isinstance(self.segments, str):
             raise ConfigError(
                 f"DataSource.segments must be a list of segment ids, got the string "

@@ -5,7 +5,8 @@ For a block (iterable) or batch (map) of global indices:
 1. locate each sample (segment, index value) with vectorised arithmetic on the SampleIndex;
 2. order the samples by segment, then index value;
 3. per field: compute every output position (sample value + window offsets, clamped to the segment
-   with ``edge="pad"``), resolve it to the latest row at or before it with ``numpy.searchsorted``
+   with ``edge="pad"``), resolve it to the latest row at or before it (or at most
+   ``FixedRateSampling.tolerance_s`` after it, when set) with ``numpy.searchsorted``
    on the segment's memory-mapped column (data plane; no DataFusion), and gather the rows each
    segment needs into one Arrow column (a zero-copy slice when they are dense);
 4. for decoders with a keyframe column (video): find each request's latest keyframe at or before
@@ -280,15 +281,19 @@ class SamplePipeline:
         runs = list(zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True))
         jobs: list[FieldJob] = []
         pad_masks: dict[str, npt.NDArray[np.bool_]] = {}
+        tolerance = self._sample_index.tolerance_ns
         for plan in self._plans:
             positions = sorted_values[:, None] + plan.offsets[None, :]
             if self._edge == "pad":
-                clamped = np.clip(positions, range_lo[:, None], range_hi[:, None])
+                clamped = np.clip(positions, range_lo[:, None] - tolerance,
+                                  range_hi[:, None] + tolerance)
                 if plan.is_windowed:
                     mask = np.empty_like(clamped, dtype=np.bool_)
                     mask[order] = clamped != positions
                     pad_masks[plan.key] = mask
                 positions = clamped
+            if tolerance:
+                positions = positions + tolerance  # rows just after an instant count as at it
             jobs.append(self._resolve_field(plan, positions, runs, order, sorted_ids,
                                             sorted_values, gather=gather, extents=extents))
         ids_in_order = [""] * n

@@ -24,7 +24,7 @@ def build_pipeline(source: DataSource, index: str, fields: Mapping[str, Field], 
     decode_threads = check_decode_threads(decode_threads)
     view: DatasetView = resolve_view(source)
     if sample_index is None:
-        sample_index = SampleIndex.build(DataSource(view), index, fields,
-                                         timeline_sampling=timeline_sampling, edge=edge)
+        sample_index = SampleIndex.build(DataSource(view, time_range=source.time_range), index,
+                                         fields, timeline_sampling=timeline_sampling, edge=edge)
     return SamplePipeline(view, index, fields, sample_index, decode_threads=decode_threads,
                           edge=edge, sample_metadata=bool(sample_metadata))

@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rayform.catalog import DatasetView
+from rayform.catalog import DatasetView, TimeRange
 from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
 from rayform.decoders import IndexValue
 from rayform.decoders._requests import index_value_of
@@ -38,9 +38,18 @@ class FixedRateSampling:
 
     Attributes:
         rate_hz: samples per second (> 0); the step is ``round(1e9 / rate_hz)`` ns.
+        tolerance_s: a rayform option (keyword-only; Rerun has none). ``0`` (the default) is
+            Rerun's rule: an instant reads the latest row at or before it. ``> 0``: rows stored up
+            to ``tolerance_s`` *after* an instant count as at it, and a segment's last grid
+            instant may lie up to ``tolerance_s`` past its last row. Stored timestamps that are
+            the grid instant up to float rounding (LeRobot's float32 seconds: ``1/30`` s is
+            stored as ``33333335`` ns, the grid has ``33333333`` ns) then read the row meant
+            instead of the one before it. Must be under half the grid step.
     """
 
     rate_hz: float
+    _: KW_ONLY
+    tolerance_s: float = 0.0
 
     def __post_init__(self) -> None:
         if isinstance(self.rate_hz, bool) or not isinstance(self.rate_hz, int | float) \
@@ -50,10 +59,22 @@ class FixedRateSampling:
             raise ConfigError(
                 f"FixedRateSampling.rate_hz={self.rate_hz!r} gives a step under 1 ns; use <= 1e9"
             )
+        tol = self.tolerance_s
+        if isinstance(tol, bool) or not isinstance(tol, int | float) or not math.isfinite(tol) \
+                or tol < 0 or 2 * round(tol * NS_PER_S) >= self.ns_per_sample:
+            raise ConfigError(
+                f"FixedRateSampling.tolerance_s must be >= 0 and under half the grid step "
+                f"({self.ns_per_sample / 2e9:g} s at rate_hz={self.rate_hz!r}), got {tol!r}; "
+                "LeRobot data needs 1e-4"
+            )
 
     @property
     def ns_per_sample(self) -> int:
         return round(NS_PER_S / self.rate_hz)
+
+    @property
+    def tolerance_ns(self) -> int:
+        return round(self.tolerance_s * NS_PER_S)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,10 +107,13 @@ class SampleIndex:
         ns_per_sample: the grid step on temporal timelines (``None`` on sequence timelines).
         ns_dtype: ``"datetime64[ns]"``, ``"timedelta64[ns]"`` or ``None`` (sequence timeline).
         edge: how the index was built (``"trim"`` or ``"pad"``); informational.
+        tolerance_ns: rows up to this many ns after an instant are read at it
+            (:attr:`FixedRateSampling.tolerance_s`; 0: exact latest-at).
     """
 
     def __init__(self, segments: Sequence[SegmentMetadata], *, ns_per_sample: int | None = None,
-                 ns_dtype: str | None = None, edge: EdgeMode = "trim") -> None:
+                 ns_dtype: str | None = None, edge: EdgeMode = "trim",
+                 tolerance_ns: int = 0) -> None:
         if ns_dtype not in (None, "datetime64[ns]", "timedelta64[ns]"):
             raise ConfigError(
                 f"SampleIndex.ns_dtype must be 'datetime64[ns]', 'timedelta64[ns]' or None, "
@@ -102,6 +126,10 @@ class SampleIndex:
         self._ns_per_sample = ns_per_sample
         self._ns_dtype = ns_dtype
         self._edge = edge
+        if tolerance_ns < 0 or (tolerance_ns and ns_per_sample is None):
+            raise ConfigError(f"SampleIndex.tolerance_ns must be >= 0 and only on temporal "
+                              f"timelines, got {tolerance_ns!r}")
+        self._tolerance_ns = int(tolerance_ns)
         self._step = 1 if ns_per_sample is None else int(ns_per_sample)
         counts = np.array([s.num_samples for s in self._segments], dtype=np.int64)
         self._starts = np.array([s.index_start for s in self._segments], dtype=np.int64)
@@ -138,6 +166,11 @@ class SampleIndex:
     @property
     def edge(self) -> EdgeMode:
         return self._edge
+
+    @property
+    def tolerance_ns(self) -> int:
+        """Rows up to this many index units after an instant are read at it (0: exact)."""
+        return self._tolerance_ns
 
     @property
     def total_samples(self) -> int:
@@ -250,10 +283,18 @@ class SampleIndex:
             )
         lo_off, hi_off = window_extent(fields, index, temporal=temporal)
         ranges = view.index_ranges_arrow()
-        return _from_ranges(ranges, index, kind,
-                            timeline_sampling.ns_per_sample if temporal and timeline_sampling
-                            else None,
-                            (lo_off, hi_off) if edge == "trim" else (0, 0), edge)
+        if source.time_range is not None and source.time_range.timeline != index:
+            tr = source.time_range
+            raise ConfigError(
+                f"the source's time range is on timeline {tr.timeline!r} but samples are drawn "
+                f"on {index!r}; sample on {tr.timeline!r} or make the slice's TimeRange on "
+                f"{index!r}"
+            )
+        sampling = timeline_sampling if temporal else None
+        return _from_ranges(ranges, index, kind, None if sampling is None else sampling.ns_per_sample,
+                            (lo_off, hi_off) if edge == "trim" else (0, 0), edge,
+                            tolerance_ns=0 if sampling is None else sampling.tolerance_ns,
+                            time_range=source.time_range)
 
 
 def resolve_view(source: DataSource) -> DatasetView:
@@ -338,7 +379,8 @@ def _column_int64(ranges: pa.Table, name: str) -> tuple[npt.NDArray[np.int64], n
 
 
 def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | None,
-                 extent: tuple[int, int], edge: EdgeMode) -> SampleIndex:
+                 extent: tuple[int, int], edge: EdgeMode, *, tolerance_ns: int = 0,
+                 time_range: TimeRange | None = None) -> SampleIndex:
     start_col, end_col = index + RANGE_START_SUFFIX, index + RANGE_END_SUFFIX
     if start_col not in ranges.column_names or end_col not in ranges.column_names:
         raise ColumnNotFoundError(
@@ -349,7 +391,10 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     ends, end_ok = _column_int64(ranges, end_col)
     step = 1 if ns_per_sample is None else ns_per_sample
     lo = starts - extent[0]
-    hi = ends - extent[1]
+    hi = ends + tolerance_ns - extent[1]
+    if time_range is not None:  # the grid points of the whole segment that lie in the range
+        lo = np.where(lo < time_range.start, lo + -((lo - time_range.start) // step) * step, lo)
+        hi = np.minimum(hi, time_range.end)
     keep = start_ok & end_ok & (hi >= lo)
     counts = np.where(keep, (hi - lo) // step + 1, 0)
     ids = ranges.column(SEGMENT_ID).to_pylist()
@@ -360,7 +405,8 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     ]
     ns_dtype = None if kind == "sequence" else (
         "datetime64[ns]" if kind == "timestamp" else "timedelta64[ns]")
-    return SampleIndex(segments, ns_per_sample=ns_per_sample, ns_dtype=ns_dtype, edge=edge)
+    return SampleIndex(segments, ns_per_sample=ns_per_sample, ns_dtype=ns_dtype, edge=edge,
+                       tolerance_ns=tolerance_ns)
 
 
 def _as_int(value: IndexValue) -> int:

@@ -1,4 +1,4 @@
-"""Column decoders: the batch decoder contract and the numeric, image and video decoders.
+"""Column decoders: the batch decoder contract and the numeric, text, image and video decoders.
 
 A :class:`ColumnDecoder` turns the Arrow rows of one field into tensors, one per
 :class:`DecodeRequest`, for a whole block at a time (:class:`FieldBatch`). The video
@@ -22,6 +22,7 @@ from rayform.decoders._base import (
 from rayform.decoders._image import ImageDecoder
 from rayform.decoders._numeric import NumericDecoder
 from rayform.decoders._requests import RequestArrays, output_row_matrix
+from rayform.decoders._text import TextDecoder
 from rayform.media import (
     VideoAssetInfo,
     available_video_codecs,
@@ -62,6 +63,7 @@ __all__ = [
     "NumericDecoder",
     "RequestArrays",
     "Selector",
+    "TextDecoder",
     "VideoAssetInfo",
     "VideoFrameDecoder",
     "Yuv420Collator",

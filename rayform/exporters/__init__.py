@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rayform.exporters._video_encode import VideoEncoding
-from rayform.exporters.lerobot import LeRobotExport, export_lerobot
+from rayform.exporters.lerobot import FileSizeLimits, LeRobotExport, export_lerobot
 from rayform.exporters.rrd import export_rrd
 
-__all__ = ["LeRobotExport", "VideoEncoding", "export_lerobot", "export_rrd"]
+__all__ = ["FileSizeLimits", "LeRobotExport", "VideoEncoding", "export_lerobot", "export_rrd"]

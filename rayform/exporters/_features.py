@@ -106,7 +106,8 @@ def key_for_column(column: str) -> str:
 
 
 def select_features(view: DatasetView, explicit: Mapping[str, str] | None) -> list[ExportFeature]:
-    """The features to export: ``explicit`` (``{key: column}``) or every suitable column.
+    """The features to export: ``explicit`` (``{key: column}``) or every suitable column that
+    every segment of the view holds.
 
     Raises:
         ColumnNotFoundError: an explicit column is not in the view.
@@ -126,8 +127,9 @@ def select_features(view: DatasetView, explicit: Mapping[str, str] | None) -> li
             out.append(ExportFeature(key=key, column=column, kind=kind))
         return out
     features: dict[str, ExportFeature] = {}
+    shared = columns_of_every_segment(view)
     for column in schema.component_columns():
-        if entity_of(column) == TASK_ENTITY:
+        if column not in shared or entity_of(column) == TASK_ENTITY:
             continue
         kind = kind_of(column, schema.field(column).type)
         if kind is None:
@@ -141,6 +143,18 @@ def select_features(view: DatasetView, explicit: Mapping[str, str] | None) -> li
         features[key] = ExportFeature(key=key, column=column, kind=kind)
     if not features:
         raise ColumnNotFoundError(
-            f"dataset {view.name!r} has no column that can be a LeRobot feature (numeric lists, "
-            "video or encoded images)")
+            f"the segments of dataset {view.name!r} have no column in common that can be a "
+            "LeRobot feature (numeric lists, video or encoded images); pass "
+            "features={key: column}")
     return list(features.values())
+
+
+def columns_of_every_segment(view: DatasetView) -> set[str]:
+    """The component columns every segment of the view holds (a dataset's schema is the union
+    over all its segments, and a view of some of them may hold only part of it)."""
+    shared: set[str] | None = None
+    for record in view.segment_records():
+        columns = {f"{entity}:{component}" for entity, index in record.entities.items()
+                   for component in index.components}
+        shared = columns if shared is None else shared & columns
+    return shared or set()

@@ -6,6 +6,7 @@ then writes the data files and metadata; :func:`rayform.exporters.lerobot.run_ex
 
 from __future__ import annotations
 
+import shutil
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from rayform.catalog._segment_data import ColumnRows, SegmentData
 from rayform.errors import ColumnNotFoundError, ConfigError, ConversionWarning
 from rayform.exporters._features import TASK_COLUMN, ExportFeature
 from rayform.exporters._lerobot_meta import (
-    DATA_FILES_SIZE_IN_MB,
     EpisodeRecord,
     write_episodes,
     write_info,
@@ -31,6 +31,12 @@ from rayform.exporters._lerobot_meta import (
 )
 from rayform.exporters._lerobot_stats import Stats, aggregate_stats, numeric_stats
 from rayform.exporters._lerobot_video import ProbeCache, WrittenVideo, write_episode_video
+from rayform.exporters._lerobot_video_files import (
+    MIB,
+    EpisodeVideo,
+    FileSizeLimits,
+    pack_videos,
+)
 from rayform.exporters._video_encode import VideoEncoding
 from rayform.importers.lerobot._layout import (
     DEFAULT_CHUNKS_SIZE,
@@ -40,9 +46,11 @@ from rayform.importers.lerobot._layout import (
     TASK_INDEX,
     TIMESTAMP,
     V30_DATA_PATH,
-    V30_VIDEO_PATH,
 )
 from rayform.recording._columns import TimelineKind
+
+# Each episode's own video files, joined into the v3.0 video files by finish().
+EPISODE_VIDEOS_DIR = ".episode-videos"
 
 
 @dataclass
@@ -56,8 +64,9 @@ class EpisodeExporter:
 
     def __init__(self, root: Path, features: list[ExportFeature], timeline: str,
                  kind: TimelineKind, *, fps: float, encoding: VideoEncoding,
-                 tolerance_s: float) -> None:
+                 tolerance_s: float, file_sizes: FileSizeLimits | None = None) -> None:
         self.root = root
+        self.file_sizes = file_sizes or FileSizeLimits()
         self.features = features
         self.timeline = timeline
         self.kind = kind
@@ -113,8 +122,7 @@ class EpisodeExporter:
             pos = rows[feature.key].latest_at(query)
             if feature.is_visual:
                 written = self._video(seg, feature, pos, index)
-                videos[feature.key] = (index // DEFAULT_CHUNKS_SIZE, index % DEFAULT_CHUNKS_SIZE,
-                                       0.0, frames / self.fps)
+                videos[feature.key] = (0, 0, 0.0, frames / self.fps)  # placed by finish()
                 stats[feature.key] = written.stats
                 continue
             values = self._numeric(seg, feature, rows[feature.key], pos)
@@ -189,9 +197,7 @@ class EpisodeExporter:
 
     def _video(self, seg: SegmentData, feature: ExportFeature, pos: npt.NDArray[np.int64],
                index: int) -> WrittenVideo:
-        dest = self.root / V30_VIDEO_PATH.format(video_key=feature.key,
-                                                 chunk_index=index // DEFAULT_CHUNKS_SIZE,
-                                                 file_index=index % DEFAULT_CHUNKS_SIZE)
+        dest = episode_video_path(self.root, feature.key, index)
         written = write_episode_video(seg, feature, self.timeline, pos, dest, fps=self.fps,
                                       encoding=self.encoding, probes=self.probes,
                                       tolerance_ns=max(self.tolerance, 1))
@@ -233,7 +239,9 @@ class EpisodeExporter:
             raise ConfigError(
                 f"export_lerobot: no segment could be exported on timeline {self.timeline!r} "
                 f"(left out: {self.skipped})")
+        self.episodes.sort(key=lambda e: e.record.index)
         self._write_data()
+        self._pack_videos()
         records = [e.record for e in self.episodes]
         features = dict(self.specs)
         for name, dtype in ((TIMESTAMP, "float32"), (FRAME_INDEX, "int64"),
@@ -243,7 +251,8 @@ class EpisodeExporter:
             robot_type = next(iter(self.robot_types))
         write_info(self.root, fps=self.fps, robot_type=robot_type, features=features,
                    episodes=records, num_tasks=len(self.tasks),
-                   has_video=any(f.is_visual for f in self.features))
+                   has_video=any(f.is_visual for f in self.features),
+                   data_mb=self.file_sizes.data_mb, video_mb=self.file_sizes.video_mb)
         write_tasks(self.root, list(self.tasks))
         write_episodes(self.root, records)
         keys = list(records[0].stats)
@@ -252,8 +261,22 @@ class EpisodeExporter:
         return (len(records), frames, self.videos_written["remux"],
                 self.videos_written["encode"], self.skipped)
 
+    def _pack_videos(self) -> None:
+        """Join each camera's episode videos into v3.0 files (see ``_lerobot_video_files``)."""
+        for feature in (f for f in self.features if f.is_visual):
+            parts = [EpisodeVideo(index=e.record.index, num_frames=e.record.length,
+                                  path=episode_video_path(self.root, feature.key, e.record.index))
+                     for e in self.episodes]
+            placed = pack_videos(self.root, feature.key, parts, fps=self.fps,
+                                 limit_bytes=int(self.file_sizes.video_mb * MIB))
+            for e in self.episodes:
+                p = placed[e.record.index]
+                e.record.videos[feature.key] = (p.chunk_index, p.file_index, p.from_timestamp,
+                                                p.to_timestamp)
+        shutil.rmtree(self.root / EPISODE_VIDEOS_DIR, ignore_errors=True)
+
     def _write_data(self) -> None:
-        cap = DATA_FILES_SIZE_IN_MB * 1024 * 1024
+        cap = int(self.file_sizes.data_mb * MIB)
         file_index = 0
         pending: list[ExportedEpisode] = []
         size = 0
@@ -276,6 +299,11 @@ class EpisodeExporter:
         for e in episodes:
             e.record.data_chunk = chunk
             e.record.data_file = file
+
+
+def episode_video_path(root: Path, key: str, index: int) -> Path:
+    """Where episode ``index``'s own video of camera ``key`` waits to be packed."""
+    return root / EPISODE_VIDEOS_DIR / key / f"episode_{index:09d}.mp4"
 
 
 def _feature_column(values: npt.NDArray[Any]) -> pa.Array:

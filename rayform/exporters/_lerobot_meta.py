@@ -50,7 +50,8 @@ def write_json(path: Path, value: Any) -> None:
 
 def write_info(root: Path, *, fps: float, robot_type: str | None,
                features: Mapping[str, dict[str, Any]], episodes: Sequence[EpisodeRecord],
-               num_tasks: int, has_video: bool) -> None:
+               num_tasks: int, has_video: bool, data_mb: float = DATA_FILES_SIZE_IN_MB,
+               video_mb: float = VIDEO_FILES_SIZE_IN_MB) -> None:
     total_frames = sum(e.length for e in episodes)
     write_json(root / INFO_PATH, {
         "codebase_version": CODEBASE_VERSION,
@@ -59,14 +60,18 @@ def write_info(root: Path, *, fps: float, robot_type: str | None,
         "total_frames": total_frames,
         "total_tasks": num_tasks,
         "chunks_size": DEFAULT_CHUNKS_SIZE,
-        "data_files_size_in_mb": DATA_FILES_SIZE_IN_MB,
-        "video_files_size_in_mb": VIDEO_FILES_SIZE_IN_MB,
+        "data_files_size_in_mb": _number(data_mb),
+        "video_files_size_in_mb": _number(video_mb),
         "fps": int(fps) if float(fps).is_integer() else fps,
         "splits": {"train": f"0:{len(episodes)}"},
         "data_path": V30_DATA_PATH,
         "video_path": V30_VIDEO_PATH if has_video else None,
         "features": dict(features),
     })
+
+
+def _number(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else float(value)
 
 
 def write_tasks(root: Path, tasks: Sequence[str]) -> None:

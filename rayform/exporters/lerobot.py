@@ -1,6 +1,8 @@
 """Export a dataset, a filtered view or a slice to a LeRobot v3.0 dataset folder.
 
-Each segment becomes one episode (in segment-id order), sampled on a grid at ``fps`` on one
+Laid out as LeRobot writes v3.0: episodes share Parquet data files and, per camera, MP4 files
+(joined without re-encoding) up to :class:`FileSizeLimits`. Each segment becomes one episode (in
+segment-id order), sampled on a grid at ``fps`` on one
 timeline with latest-at alignment: the grid runs from the latest first sample to the earliest
 last sample of the exported columns (every frame has every feature), and each feature takes its
 latest value at or before each grid point (plus ``tolerance_s``, so that timestamps rounded to
@@ -20,6 +22,7 @@ from rayform._atomic import atomic_path
 from rayform.errors import ConfigError
 from rayform.exporters._features import ExportFeature, select_features
 from rayform.exporters._lerobot_episodes import EpisodeExporter, ExportedEpisode
+from rayform.exporters._lerobot_video_files import FileSizeLimits
 from rayform.exporters._source import (
     ExportSource,
     TimeRanges,
@@ -56,6 +59,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
                    timeline: str | None = None, features: Mapping[str, str] | None = None,
                    robot_type: str | None = None, video: VideoEncoding | None = None,
                    tolerance_s: float = 1e-4, time_ranges: TimeRanges | None = None,
+                   file_sizes: FileSizeLimits | None = None,
                    progress: bool | None = None) -> LeRobotExport:
     """Write ``source`` as a LeRobot v3.0 dataset in ``out_dir`` (created; must not exist or be
     empty). LeRobot (and rayform's LeRobot importer) can open the result.
@@ -76,6 +80,8 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
         tolerance_s: latest-at slack added to each grid point (temporal timelines).
         time_ranges: ``{segment_id: (start, end)}`` inclusive, in the timeline's units (ns on
             temporal timelines), restricting each segment.
+        file_sizes: :class:`FileSizeLimits`: episodes share data files and per-camera video files
+            up to these sizes (LeRobot's defaults: 100 and 200 MiB).
         progress: show a progress bar (default: when stderr is a terminal).
 
     Returns:
@@ -96,7 +102,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
 
     return run_export(source, out_dir, write_sequentially, fps=fps, timeline=timeline,
                       features=features, robot_type=robot_type, video=video,
-                      tolerance_s=tolerance_s, time_ranges=time_ranges)
+                      tolerance_s=tolerance_s, time_ranges=time_ranges, file_sizes=file_sizes)
 
 
 EpisodeWriter = Callable[["EpisodeExporter", ExportSource], None]
@@ -105,7 +111,8 @@ EpisodeWriter = Callable[["EpisodeExporter", ExportSource], None]
 def run_export(source: Any, out_dir: str | os.PathLike[str], write: EpisodeWriter, *,
                fps: float, timeline: str | None, features: Mapping[str, str] | None,
                robot_type: str | None, video: VideoEncoding | None, tolerance_s: float,
-               time_ranges: TimeRanges | None) -> LeRobotExport:
+               time_ranges: TimeRanges | None, file_sizes: FileSizeLimits | None = None
+               ) -> LeRobotExport:
     """The export driver: validate, let ``write`` add the episodes, write metadata, publish.
 
     ``write(exporter, source)`` adds every episode (in this process, or gathered from workers);
@@ -125,7 +132,7 @@ def run_export(source: Any, out_dir: str | os.PathLike[str], write: EpisodeWrite
     with atomic_path(root) as tmp:
         tmp.mkdir()
         exporter = EpisodeExporter(tmp, chosen, timeline_name, kind, fps=fps, encoding=encoding,
-                             tolerance_s=tolerance_s)
+                                   tolerance_s=tolerance_s, file_sizes=file_sizes)
         write(exporter, resolved)
         result = exporter.finish(robot_type)
         if root.exists():
@@ -141,6 +148,7 @@ __all__ = [
     "ExportFeature",
     "ExportSource",
     "ExportedEpisode",
+    "FileSizeLimits",
     "LeRobotExport",
     "TimeRanges",
     "export_lerobot",

@@ -24,6 +24,7 @@ from rayform.exporters.lerobot import (
     ExportedEpisode,
     ExportFeature,
     ExportSource,
+    FileSizeLimits,
     LeRobotExport,
     TimeRanges,
     run_export,
@@ -44,11 +45,13 @@ class _ExportPlan:
     fps: float
     encoding: VideoEncoding
     tolerance_s: float
+    file_sizes: FileSizeLimits
     tasks: Mapping[str, int]
 
     def exporter(self) -> EpisodeExporter:
         exporter = EpisodeExporter(self.root, list(self.features), self.timeline, self.kind,
-                             fps=self.fps, encoding=self.encoding, tolerance_s=self.tolerance_s)
+                                   fps=self.fps, encoding=self.encoding,
+                                   tolerance_s=self.tolerance_s, file_sizes=self.file_sizes)
         exporter.tasks = dict(self.tasks)
         return exporter
 
@@ -91,6 +94,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
                    timeline: str | None = None, features: Mapping[str, str] | None = None,
                    robot_type: str | None = None, video: VideoEncoding | None = None,
                    tolerance_s: float = 1e-4, time_ranges: TimeRanges | None = None,
+                   file_sizes: FileSizeLimits | None = None,
                    options: TaskOptions | None = None) -> LeRobotExport:
     """:func:`rayform.exporters.export_lerobot` with the episodes written by Ray tasks.
 
@@ -116,7 +120,7 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
         plan = _ExportPlan(source=resolved, root=driver.root, features=tuple(driver.features),
                            timeline=driver.timeline, kind=driver.kind, fps=driver.fps,
                            encoding=driver.encoding, tolerance_s=driver.tolerance_s,
-                           tasks=dict(driver.tasks))
+                           file_sizes=driver.file_sizes, tasks=dict(driver.tasks))
         groups = batched(jobs, opts.segments_per_task)
         for result in run_tasks(_export_group, [(plan, group) for group in groups], opts):
             driver.episodes.extend(result.episodes)
@@ -127,6 +131,6 @@ def export_lerobot(source: Any, out_dir: str | os.PathLike[str], *, fps: float,
 
     return run_export(source, out_dir, write_in_tasks, fps=fps, timeline=timeline,
                       features=features, robot_type=robot_type, video=video,
-                      tolerance_s=tolerance_s, time_ranges=time_ranges)
+                      tolerance_s=tolerance_s, time_ranges=time_ranges, file_sizes=file_sizes)
 
 __all__ = ["export_lerobot"]

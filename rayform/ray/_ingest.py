@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Sequence
-from pathlib import Path
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle
@@ -21,22 +20,24 @@ from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
+    local_source,
     prepare_layer,
     registration_request,
 )
 from rayform.importers import find_importer
 from rayform.ray._cluster import TaskOptions, run_tasks
 from rayform.recording._columns import DEFAULT_LAYER
+from rayform.storage._fetch import parse_source
 
 
 def _prepare_source(catalog_url: str, source: str, layer_name: str) -> list[PreparedLayer]:
-    """Runs in a Ray task: convert ``source`` and store its recordings as objects."""
-    path = Path(source)
-    importer = find_importer(path)
+    """Runs in a Ray task: fetch ``source`` if remote, convert it, store its recordings."""
     store = Catalog.open(catalog_url).store
     staging = store.staging_dir()
     try:
-        return [prepare_layer(store, recording, source_uri=source, layer_name=layer_name)
+        path, source_uri = local_source(parse_source(source), staging / "_fetched")
+        importer = find_importer(path)
+        return [prepare_layer(store, recording, source_uri=source_uri, layer_name=layer_name)
                 for recording in importer.convert(path, staging)]
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -74,7 +75,7 @@ def prepare_many(catalog: CatalogHandle,
     """
     paths, layers, _ = registration_request(uris, layer_name, OnDuplicate.ERROR,
                                             caller="register_many")
-    sources = [str(p.resolve()) for p in paths]
+    sources = [p.uri if p.path is None else str(p.path.resolve()) for p in paths]
     catalog.require_writable()
     calls = [(catalog.url, source, layer) for source, layer in zip(sources, layers, strict=True)]
     results = run_tasks(_prepare_source, calls, options)

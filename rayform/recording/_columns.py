@@ -33,6 +33,11 @@ TRANSFORM_TRANSLATION: Final = "Transform3D:translation"
 TRANSFORM_QUATERNION: Final = "Transform3D:quaternion"
 FRAME_CONVENTION_PROPERTY: Final = "frame_convention"
 SITE_PROPERTY: Final = "site"
+TASK_PROPERTY: Final = "task"
+# The timestamp/duration timeline a recording's samples are drawn on, when it has several
+# (rerun-sdk adds LOG_TIME_TIMELINE to everything logged with rr.log).
+SAMPLE_TIMELINE_PROPERTY: Final = "sample_timeline"
+LOG_TIME_TIMELINE: Final = "log_time"
 
 # Video assets: an MP4 kept as-is (a content-addressed asset of the segment) plus a per-frame index.
 # Static on the entity: the asset's sha256 and media type. One row per frame: its presentation

@@ -55,8 +55,12 @@ class Sink(Protocol):
     def write(self, data: bytes, /) -> int: ...
 
 
-class _HashingSink:
-    def __init__(self, fh: BinaryIO, cache: ObjectCache) -> None:
+class HashingSink:
+    """A sink that writes to a file and hashes (sha256) and counts what it writes; with a
+    ``cache``, a failure to write is named after the cache (a full disk is never a network
+    error)."""
+
+    def __init__(self, fh: BinaryIO, cache: ObjectCache | None = None) -> None:
         self._fh = fh
         self._cache = cache
         self.hash = hashlib.sha256()
@@ -65,6 +69,8 @@ class _HashingSink:
     def write(self, data: bytes, /) -> int:
         self.hash.update(data)
         self.size += len(data)
+        if self._cache is None:
+            return self._fh.write(data)
         with self._cache.writing("writing a download"):
             return self._fh.write(data)
 
@@ -201,7 +207,7 @@ class ObjectCache:
             with self.writing("starting a download"):
                 fh = tmp.open("wb")
             with fh:
-                sink = _HashingSink(fh, self)
+                sink = HashingSink(fh, self)
                 download(sink)
                 with self.writing("finishing a download"):
                     fh.flush()

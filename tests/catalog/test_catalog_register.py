@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -287,3 +288,34 @@ def test_shared_asset_is_hashed_and_copied_once(tmp_path: Path,
     assert sum(p.suffix == ".rfr" for p in copied) == 4
     stored = ds.open_segment("ep3").asset_path(digest)
     assert stored.read_bytes() == video.read_bytes()
+
+
+def test_register_takes_file_uris_as_rerun_scripts_pass_them(
+        catalog: Catalog, recording_factory: RecordingFactory, tmp_path: Path) -> None:
+    plain = recording_factory("a")
+    spaced = tmp_path / "with space é"
+    spaced.mkdir()
+    moved = recording_factory("b").rename(spaced / "b.rfr")
+    ds = catalog.create_dataset("d")
+    result = ds.register([plain.as_uri(), moved.as_uri()]).wait()
+    assert result.segment_ids == ["a", "b"]
+    assert "%20" in moved.as_uri()
+    assert {r.segment_id: r.layers["base"].source_uri for r in ds.segment_records()} == \
+        {"a": str(plain.resolve()), "b": str(moved.resolve())}
+    by_path = catalog.create_dataset("by_path")
+    by_path.register(recording_uri=[str(plain), moved]).wait()  # Rerun's keyword, plain paths
+    assert _joint_rows(ds, "b") == _joint_rows(by_path, "b") and _joint_rows(ds, "b")
+    assert [r.layers["base"].object for r in ds.segment_records()] == \
+        [r.layers["base"].object for r in by_path.segment_records()]
+
+
+@pytest.mark.parametrize("uri", ["gs://bucket/x.rrd", "rerun+http://host/x.rrd",
+                                 "file://otherhost/x.rrd", "https://host/folder/",
+                                 "https://host/x.rrd?X-Amz-Signature=1"])
+def test_unsupported_source_uris_are_refused(catalog: Catalog, uri: str) -> None:
+    from rayform.errors import ConfigError
+
+    ds = catalog.create_dataset("d")
+    with pytest.raises(ConfigError, match=re.escape(repr(uri))):
+        ds.register([uri])
+    assert ds.segment_ids() == []

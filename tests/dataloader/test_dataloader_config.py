@@ -72,7 +72,7 @@ def test_other_argument_errors(robots_dataset: DatasetEntry) -> None:
         Field("joints", NumericDecoder())
     with pytest.raises(TypeError, match="ColumnDecoder instance"):
         Field(JOINTS, NumericDecoder)  # type: ignore[arg-type]
-    with pytest.raises(TypeError, match="DatasetEntry or DatasetView"):
+    with pytest.raises(TypeError, match="DatasetEntry, DatasetView or Slice"):
         DataSource("robots")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="edge must be"):
         RerunMapDataset(src, "frame_index", {"q": Q}, edge="clamp")  # type: ignore[arg-type]

@@ -80,7 +80,7 @@ def _ranges(starts: list[int], lengths: list[int], kind: str) -> pa.Table:
     })
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)  # timing varies on a shared machine
 @given(st.lists(st.tuples(st.integers(-1000, 1000), st.integers(0, 200)), min_size=1,
                 max_size=8),
        st.integers(-30, 0), st.integers(0, 30), st.sampled_from(["trim", "pad"]))

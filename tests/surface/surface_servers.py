@@ -197,13 +197,16 @@ def rclone_s3_server(root: Path) -> Iterator[S3Server]:
 class DroppingProxy:
     """A TCP proxy on loopback that cuts the next ``drop_next`` object downloads mid-body.
 
-    A connection that sends a ``GET`` of a path with ``/objects/`` while ``drop_next > 0`` gets
-    the first ``cut_after`` bytes of the response, then both sides are closed.
+    A connection that sends a ``GET`` of a path with ``marker`` (``/objects/``) while
+    ``drop_next > 0`` gets the first ``cut_after`` bytes of the response, then both sides are
+    closed.
     """
 
-    def __init__(self, upstream_port: int, *, cut_after: int = 4096) -> None:
+    def __init__(self, upstream_port: int, *, cut_after: int = 4096,
+                 marker: bytes = b"/objects/") -> None:
         self.upstream_port = upstream_port
         self.cut_after = cut_after
+        self.marker = marker
         self.drop_next = 0
         self.dropped = 0
         self._lock = threading.Lock()
@@ -234,7 +237,7 @@ class DroppingProxy:
     def _up(self, client: socket.socket, upstream: socket.socket, state: dict[str, bool]) -> None:
         with contextlib.suppress(OSError):
             while data := client.recv(65536):
-                if data.startswith(b"GET ") and b"/objects/" in data.split(b"\r\n", 1)[0]:
+                if data.startswith(b"GET ") and self.marker in data.split(b"\r\n", 1)[0]:
                     with self._lock:
                         if self.drop_next > 0:
                             self.drop_next -= 1

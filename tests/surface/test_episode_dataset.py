@@ -117,6 +117,43 @@ def test_set_epoch_is_deterministic(guide_catalog: rayform.Catalog) -> None:
     assert sorted(order(0, 3)) == sorted(order(0, 4))  # permutations of the same samples
 
 
+# The guide asks for 8 workers; torch warns that this machine has fewer cores.
+@pytest.mark.filterwarnings("ignore:This DataLoader will create:UserWarning")
+def test_the_guides_loader_repeats_its_order_for_a_seed(guide_catalog: rayform.Catalog) -> None:
+    """The guide's loader (``shuffle=True``) and its reproducibility snippet, run twice: with
+    torch's seed set (as the docs say), every epoch comes in the same order; the documented
+    ``shuffle=False`` needs no torch seed at all."""
+    slice_id = rayform.Client(guide_catalog).slices.create("robots").id
+
+    def run(torch_seed: int | None, *, shuffle: bool) -> list[list[tuple[str, int]]]:
+        if torch_seed is not None:
+            torch.manual_seed(torch_seed)
+        else:
+            torch.seed()  # a fresh, unknown seed
+        client = rayform.Client(guide_catalog)
+        slice_ = client.slices.get(slice_id)
+        dataset = rayform.torch.EpisodeDataset(
+            slice_,
+            obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+            action="joints/position_delta",
+            fps=15,
+            horizon=16,            # action chunk length
+            frame="ros",
+        )
+        loader = DataLoader(dataset, batch_size=64, num_workers=8, shuffle=shuffle,
+                            persistent_workers=True)
+        orders = []
+        for epoch in range(2):
+            dataset.set_epoch(epoch)   # same order for the same seed and epoch
+            orders.append(unbatch(list(loader)))
+        return orders
+
+    first = run(1234, shuffle=True)
+    assert first == run(1234, shuffle=True)
+    assert first[0] != first[1] and sorted(first[0]) == sorted(first[1])
+    assert run(None, shuffle=False) == run(None, shuffle=False)
+
+
 def test_forked_workers_read_the_same_samples(https_catalog: Https,
                                              local_catalog: rayform.Catalog) -> None:
     made = rayform.Client(local_catalog).slices.create("robots")  # published over HTTPS
@@ -248,6 +285,13 @@ def test_ddp_two_ranks_with_gloo(guide_catalog: rayform.Catalog, tmp_path: Path)
     assert [len(r["sampler"]) for r in ranks] == [n // 2, n // 2]
     assert not sampled[0] & sampled[1]
     assert sampled[0] | sampled[1] == every
+    # The guide's DataLoader(shuffle=True) without a sampler: the dataset shards by rank.
+    assert [r["plain_len"] for r in ranks] == [n // 2, n // 2]
+    assert [r["num_samples"] for r in ranks] == [n, n]
+    plain = [[tuple(k) for k in r["plain"]] for r in ranks]
+    assert [len(p) for p in plain] == [n // 2, n // 2]
+    assert not set(plain[0]) & set(plain[1])
+    assert set(plain[0]) | set(plain[1]) == every
 
 
 def test_spawned_workers(guide_catalog: rayform.Catalog) -> None:

@@ -78,14 +78,14 @@ class _FullDisk:
         self.files: list[Any] = []
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        real_init = cache_mod._HashingSink.__init__
+        real_init = cache_mod.HashingSink.__init__
 
         def init(sink: Any, fh: Any, cache: Any) -> None:
             full = open("/dev/full", "wb", buffering=0)  # noqa: SIM115 - closed in close()
             self.files.append(full)
             real_init(sink, full, cache)
 
-        monkeypatch.setattr(cache_mod._HashingSink, "__init__", init)
+        monkeypatch.setattr(cache_mod.HashingSink, "__init__", init)
 
     def close(self) -> None:
         for fh in self.files:

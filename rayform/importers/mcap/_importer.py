@@ -25,6 +25,7 @@ from rayform.importers.mcap._rosbag2 import (
     is_rosbag2_folder,
     resolve_source,
 )
+from rayform.recording._columns import FRAME_CONVENTION_PROPERTY
 from rayform.recording._writer import RecordingWriter, TimelineLike
 
 LOG_TIME = "log_time"
@@ -83,6 +84,10 @@ class McapImporter(Importer):
         properties: dict[str, str | int] = dict(source.properties)
         for number, file in enumerate(source.files):
             _read_file(reader_mod, file, channels, properties, offset=number << 32)
+        if properties.get("mcap_profile") == "ros2" \
+                or any(c.schema_encoding == "ros2msg" for c in channels.values()):
+            # ROS poses are in the ROS convention by definition (REP 103: x forward, y left, z up).
+            properties.setdefault(FRAME_CONVENTION_PROPERTY, "ros")
         segment_id = segment_id_from_name(source.name)
         out = staging / f"{segment_id}.rfr"
         decoders = ros2.DecoderFactory()

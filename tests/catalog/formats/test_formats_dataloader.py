@@ -100,3 +100,35 @@ def test_epoch_over_mcap_numeric_and_jpeg_topics(tmp_path: Path, catalog: Catalo
         np.testing.assert_array_equal(sample["odom"].numpy(), truth.odom_xyz[i])
         np.testing.assert_array_equal(sample["joints"].numpy(), truth.joints[i])
         assert tuple(sample["image"].shape) == (3, 8, 8)
+
+
+def test_episode_dataset_carries_lerobot_tasks(tmp_path: Path, catalog: Catalog) -> None:
+    """The task text reaches the sample (LeRobot's per-frame task_index, as text)."""
+    from format_sources import write_lerobot_v21
+
+    import rayform
+
+    truth = write_lerobot_v21(tmp_path / "src", lengths={0: 12, 1: 10}, video=False)
+    catalog.create_dataset("lr").register(tmp_path / "src")
+    slice_ = rayform.Client(catalog).slices.create("lr")
+    ds = rayform.torch.EpisodeDataset(slice_, obs=["observation.state"], action="action",
+                                      fps=10, horizon=2, seed=None)
+    samples = [ds[i] for i in range(len(ds))]
+    assert {s["meta"]["segment"]: s["task"] for s in samples} == {
+        f"episode_{i:06d}": ep.task for i, ep in truth.episodes.items()}
+    batch = next(iter(torch.utils.data.DataLoader(ds, batch_size=4)))
+    assert batch["task"] == [truth.episodes[0].task] * 4  # strings collate into a list
+
+
+def test_ros2_mcap_poses_are_declared_ros(tmp_path: Path, catalog: Catalog) -> None:
+    pytest.importorskip("mcap_ros2")
+    from mcap_sources import write_ros2_mcap
+
+    from rayform.errors import ConversionWarning
+
+    write_ros2_mcap(tmp_path / "bag.mcap", with_bad_schema=False)
+    ds = catalog.create_dataset("bags")
+    with pytest.warns(ConversionWarning):
+        ds.register(tmp_path / "bag.mcap")
+    (record,) = ds.segment_records()
+    assert record.properties["frame_convention"] == "ros"
