@@ -1,7 +1,10 @@
-"""Atomic file writes: fill a temporary file, then rename it over the destination.
+"""Atomic and durable file writes: fill a temporary file, then rename it over the destination.
 
 Readers see no file, the old file or the whole new one — never a partial write — and a writer
-killed midway leaves only a temporary file (in a staging folder when one is given).
+killed midway leaves only a temporary file (in a staging folder when one is given). With
+``durable`` the file's bytes and the rename are fsynced, so a power loss after the call returns
+keeps the new file (the building blocks :func:`fsync_file`, :func:`fsync_dir` and
+:func:`make_dirs_durable` serve writers that link or rename by themselves).
 """
 
 from __future__ import annotations
@@ -26,6 +29,31 @@ def fsync_dir(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a closed file's bytes to stable storage."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def make_dirs_durable(folder: Path, *, root: Path) -> None:
+    """Create ``folder`` and its missing parents below ``root``, each made durable in its parent
+    (so a power loss cannot drop a folder that a later durable file lives in)."""
+    missing: list[Path] = []
+    current = folder
+    while current != root and not current.is_dir():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        try:
+            path.mkdir()
+        except FileExistsError:
+            continue  # another writer made it: they make it durable too
+        fsync_dir(path.parent)
 
 
 @contextmanager

@@ -13,7 +13,9 @@ Every class also inherits the builtin a caller would naturally catch::
     │   ├── SchemaConflictError      (TypeError)          column type differs from the dataset's
     │   ├── CorruptMetadataError     (ValueError)         damaged or foreign metadata file
     │   ├── CommitConflictError      (RuntimeError)       gave up after repeated concurrent commits
-    │   └── ReadOnlyCatalogError     (PermissionError)    write to an https:// catalog
+    │   ├── ReadOnlyCatalogError     (PermissionError)    write to an https:// catalog
+    │   ├── UnsafeStoreError         (RuntimeError)       the store cannot make commits exclusive
+    │   └── ObjectMissingError       (FileNotFoundError)  an object a snapshot names is gone
     ├── SourceNotFoundError          (FileNotFoundError)  a file to register does not exist
     ├── FormatError                  (ValueError)
     │   ├── UnknownFormatError                            no importer recognises the file
@@ -22,6 +24,9 @@ Every class also inherits the builtin a caller would naturally catch::
     ├── QueryError                   (ValueError)         DataFusion rejected a query
     ├── ConfigError                  (ValueError)         bad dataloader / decoder configuration
     ├── DecodeError                  (ValueError)         a blob could not be decoded
+    ├── LocalStorageError            (OSError)            a local folder cannot be written
+    │   ├── DiskFullError                                 no space (ENOSPC) or quota (EDQUOT) left
+    │   └── CacheError                                    the cache folder is unusable
     └── RemoteError                  (OSError)            object store / network failure
         └── OfflineError                                  RAYFORM_OFFLINE=1 and object not cached
 
@@ -82,6 +87,16 @@ class ReadOnlyCatalogError(CatalogError, PermissionError):
     """The catalog's storage cannot be written (for example an https:// catalog)."""
 
 
+class UnsafeStoreError(CatalogError, RuntimeError):
+    """The object store ignores conditional writes, so concurrent commits could overwrite each
+    other; rayform refuses to commit there rather than lose updates."""
+
+
+class ObjectMissingError(CatalogError, FileNotFoundError):
+    """A data object named by the metadata is missing from the catalog (or vanished from the
+    local cache while being read, even after one refetch)."""
+
+
 class SourceNotFoundError(RayformError, FileNotFoundError):
     """A file or folder given to register or import does not exist."""
 
@@ -117,6 +132,18 @@ class DecodeError(RayformError, ValueError):
     """An encoded blob (image, video packet) could not be decoded."""
 
 
+class LocalStorageError(RayformError, OSError):
+    """Writing into a local folder (a catalog, the cache, a staging folder) failed."""
+
+
+class DiskFullError(LocalStorageError):
+    """The filesystem of a local folder has no space (ENOSPC) or quota (EDQUOT) left."""
+
+
+class CacheError(LocalStorageError):
+    """The local cache folder cannot be used: it is a file, cannot be created, or was deleted."""
+
+
 class RemoteError(RayformError, OSError):
     """An object store or HTTP server failed after retries."""
 
@@ -130,6 +157,7 @@ class ConversionWarning(UserWarning):
 
 
 __all__ = [
+    "CacheError",
     "CatalogError",
     "CatalogNotFoundError",
     "ColumnNotFoundError",
@@ -139,11 +167,14 @@ __all__ = [
     "CorruptMetadataError",
     "CorruptRecordingError",
     "DecodeError",
+    "DiskFullError",
     "DuplicateSegmentError",
     "EntryExistsError",
     "EntryNotFoundError",
     "FormatError",
     "InvalidNameError",
+    "LocalStorageError",
+    "ObjectMissingError",
     "OfflineError",
     "QueryError",
     "RayformError",
@@ -153,4 +184,5 @@ __all__ = [
     "SegmentNotFoundError",
     "SourceNotFoundError",
     "UnknownFormatError",
+    "UnsafeStoreError",
 ]

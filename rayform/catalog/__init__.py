@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from rayform.catalog._catalog import Catalog
+from rayform.catalog._check import CheckReport, check_catalog
 from rayform.catalog._client import CatalogClient
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle, RegistrationResult
+from rayform.catalog._gc import GcReport, gc_catalog
 from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._registration import OnDuplicate
 from rayform.catalog._schema import ContentFilter, Schema
@@ -24,12 +26,14 @@ from rayform.storage import index_catalog
 __all__ = [
     "Catalog",
     "CatalogClient",
+    "CheckReport",
     "ColumnRows",
     "ColumnStatistics",
     "ContentFilter",
     "DatasetEntry",
     "DatasetStatistics",
     "DatasetView",
+    "GcReport",
     "Importer",
     "OnDuplicate",
     "PullResult",
@@ -42,7 +46,9 @@ __all__ = [
     "SliceSegment",
     "TableEntry",
     "TimeRange",
+    "check_catalog",
     "compute_statistics",
+    "gc_catalog",
     "index_catalog",
     "pull_slice",
     "register_importer",

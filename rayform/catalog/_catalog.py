@@ -26,8 +26,10 @@ from rayform.catalog._table_entry import TableEntry
 from rayform.catalog._versions import entry_prefix
 from rayform.errors import (
     CatalogNotFoundError,
+    CorruptMetadataError,
     EntryExistsError,
     EntryNotFoundError,
+    InvalidNameError,
     ReadOnlyCatalogError,
 )
 from rayform.recording._names import validate_entry_name
@@ -95,12 +97,40 @@ class Catalog:
 
     # ---------------------------------------------------------------------------- entries
     def _entry_meta(self, name: str) -> EntryMeta | None:
+        """The entry file of ``name``; its folder name is the truth, so the file must agree.
+
+        Raises:
+            CorruptMetadataError: damaged, or naming another entry (a crafted ``entry.json``).
+        """
         key = f"{entry_prefix(name)}/entry.json"
         raw = _read_or_none(self.store, key)
-        return None if raw is None else parse_model(EntryMeta, raw, source=f"{self.url}/{key}")
+        if raw is None:
+            return None
+        meta = parse_model(EntryMeta, raw, source=f"{self.url}/{key}")
+        if meta.name != name:
+            raise CorruptMetadataError(
+                f"{self.url}/{key}: the entry file names {meta.name!r} but lives in folder "
+                f"{name!r}; the folder name is the entry's name — restore the file or rename "
+                "the folder"
+            )
+        return meta
 
     def entry_names(self) -> list[str]:
-        return [n for n in self.store.list_names("entries") if not n.startswith(".")]
+        """The names of the folders below ``entries/``, each a valid entry name.
+
+        Raises:
+            CorruptMetadataError: a listed name is not a valid entry name (damaged or crafted).
+        """
+        names = [n for n in self.store.list_names("entries") if not n.startswith(".")]
+        for name in names:
+            try:
+                validate_entry_name(name)
+            except InvalidNameError as err:
+                raise CorruptMetadataError(
+                    f"{self.url}/entries: folder {name[:80]!r} is not a valid entry name ({err}); "
+                    "remove or rename it"
+                ) from None
+        return names
 
     def _names_of_kind(self, kind: str) -> list[str]:
         out = []
@@ -194,15 +224,24 @@ class Catalog:
 
     def from_arrow(self, table: pa.Table) -> datafusion.DataFrame:
         """Wrap an Arrow table as a DataFrame of this process's context (no catalog sync)."""
-        return self._query.ctx.from_arrow(table)
+        return self._query.from_arrow(table)
 
     def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
             allow_statements: bool = False) -> datafusion.DataFrame:
         """Run SQL over segment tables, index ranges, per-entity data and tables.
 
-        Use ``$name`` placeholders with ``param_values`` rather than formatting strings. Only
-        queries run unless ``allow_statements``: DDL, DML and ``SET`` would change this process's
-        SQL session only, never the catalog.
+        Use ``$name`` placeholders with ``param_values`` rather than formatting strings.
+
+        SQL is read-only by default: DDL (``CREATE EXTERNAL TABLE``, ``CREATE VIEW``, ``DROP``),
+        DML (``COPY … TO``, ``INSERT``) and statements (``SET``) are refused with
+        :class:`~rayform.errors.QueryError`, because DataFusion would otherwise read and write
+        any file the process may (see docs/security.md); datasets change through ``register``
+        and ``unregister``. ``allow_statements=True`` runs the query with DataFusion's defaults,
+        for a trusted user who wants its full power.
+
+        Raises:
+            QueryError: DataFusion rejected the query, or it was refused as a write; the returned
+                DataFrame raises it too when executing fails (``collect``, ``to_arrow_table`` …).
         """
         return self._query.sql(query, param_values, allow_statements=allow_statements)
 

@@ -143,7 +143,12 @@ class DatasetView:
 
     def filter_segments(self, segment_ids: str | Sequence[str] | datafusion.DataFrame | pa.Table
                         ) -> DatasetView:
-        """A view restricted to these segments (unknown ids are ignored, as in Rerun)."""
+        """A view restricted to these segments (those outside this view are left out).
+
+        Raises:
+            SegmentNotFoundError: an id is not a segment of the dataset's snapshot (a typo would
+                otherwise train on fewer segments without a word).
+        """
         if isinstance(segment_ids, str):
             ids: list[str] = [segment_ids]
         elif isinstance(segment_ids, pa.Table):
@@ -158,6 +163,14 @@ class DatasetView:
             ids = table.column(SEGMENT_ID).to_pylist()
         else:
             ids = list(segment_ids)
+        known = set(self._snapshot.index.segment_ids()) if self._snapshot is not None else set()
+        unknown = sorted({str(i) for i in ids} - known)
+        if unknown:
+            raise SegmentNotFoundError(
+                f"filter_segments: dataset {self._name!r} (snapshot {self.snapshot_version}) has "
+                f"no segment(s) {unknown[:10]}{' …' if len(unknown) > 10 else ''}; see "
+                "segment_ids()"
+            )
         if self._segment_filter is not None:
             keep = set(self._segment_filter)
             ids = [i for i in ids if i in keep]
@@ -286,7 +299,7 @@ class DatasetView:
         """Memory-mapped access to one segment's columns (cached in this view)."""
         data = self._opened.get(segment_id)
         if data is None:
-            data = SegmentData(self.segment_record(segment_id), self._catalog.store.object_path)
+            data = SegmentData(self.segment_record(segment_id), self._catalog.store)
             self._opened[segment_id] = data
         return data
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rayform._local_writes import naming_full_disk
 from rayform.catalog._dataset import DatasetView, load_snapshot, snapshot_source
 from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
@@ -136,13 +137,16 @@ class DatasetEntry(DatasetView):
             DuplicateSegmentError: an id+layer exists and ``on_duplicate='error'``.
             SchemaConflictError: a column type differs from the dataset's.
             ConfigError: an unknown ``on_duplicate`` or mismatched ``layer_name`` list.
+            DiskFullError: the disk (or quota) of the catalog, cache or staging folder is full;
+                the message names the folder.
         """
         paths, layers, policy = registration_request(recording_uri, layer_name, on_duplicate,
                                                       caller="register")
         self._catalog.require_writable()
         staging = self._catalog.store.staging_dir()
         try:
-            prepared = self._prepare(paths, layers, staging, progress, policy)
+            with naming_full_disk(staging, what=f"converting sources for dataset {self._name!r}"):
+                prepared = self._prepare(paths, layers, staging, progress, policy)
             if not prepared:  # nothing to register (or everything skipped): no new snapshot
                 self.refresh()
                 return RegistrationHandle(RegistrationResult(segment_ids=[]))

@@ -11,12 +11,21 @@ Files:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
 
+from rayform._digest import Digest
 from rayform.recording._columns import TimelineKind
 from rayform.recording._file import PropertyValue
+from rayform.recording._names import validate_entry_name, validate_layer_name, validate_segment_id
+
+# Names and ids read from metadata are untrusted: each is validated like one typed by a user.
+EntryName = Annotated[str, AfterValidator(validate_entry_name)]
+SegmentId = Annotated[str, AfterValidator(validate_segment_id)]
+LayerName = Annotated[str, AfterValidator(validate_layer_name)]
+EntryId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
+SegmentVersionId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
 
 
 class _Strict(BaseModel):
@@ -32,8 +41,8 @@ class CatalogMeta(_Strict):
 class EntryMeta(_Strict):
     format: Literal["rayform-entry"]
     format_version: Literal[1]
-    id: str
-    name: str
+    id: EntryId
+    name: EntryName
     kind: Literal["dataset", "table"]
     created_at_ns: int
     # Tables only: the schema at creation (base64 Arrow IPC), so that creating a table is one
@@ -58,20 +67,20 @@ class EntityIndex(_Strict):
 class LayerRecord(_Strict):
     """One registered recording file of a segment."""
 
-    object: str  # sha256 hex of the recording file
+    object: Digest  # sha256 of the recording file
     size_bytes: int
     num_rows: int
     registered_at_ns: int
     source_uri: str
-    assets: dict[str, int]  # sha256 hex -> size in bytes
+    assets: dict[Digest, int]  # sha256 -> size in bytes
     properties: dict[str, PropertyValue]
     entities: dict[str, EntityIndex]
 
 
 class SegmentRecord(_Strict):
-    segment_id: str
-    version: str
-    layers: dict[str, LayerRecord]
+    segment_id: SegmentId
+    version: SegmentVersionId
+    layers: dict[LayerName, LayerRecord]
     properties: dict[str, PropertyValue]
     entities: dict[str, EntityIndex]  # merged over layers; static-only entities have no ranges
     num_rows: int
@@ -86,7 +95,7 @@ class DatasetVersion(_Strict):
     committed_at_ns: int
     timelines: dict[str, TimelineKind]
     schema_ipc: str  # base64 of the union Arrow schema (IPC serialised)
-    segment_index: str  # sha256 of the segment index object (Arrow IPC, see _snapshot.py)
+    segment_index: Digest  # the segment index object (Arrow IPC, see _snapshot.py)
     num_segments: int
 
 
@@ -96,5 +105,5 @@ class TableVersion(_Strict):
     version: int
     committed_at_ns: int
     schema_ipc: str
-    objects: list[str]
+    objects: list[Digest]
     num_rows: int

@@ -1,9 +1,12 @@
 """``rayform pull``: prefetch everything a slice reads into the local cache, for offline training.
 
 Pulling reads the slice's metadata the way training will (so it is cached for
-``RAYFORM_OFFLINE=1``) and downloads its data objects in parallel with a progress bar in bytes.
-Objects already cached (and intact) are not downloaded again. On a local catalog there is nothing
-to fetch; the objects are only checked to be present.
+``RAYFORM_OFFLINE=1``), fetches the snapshot's segment index object to disk (a process that read
+it before holds it in memory only) and downloads the data objects in parallel with a progress
+bar in bytes. Objects already cached (and intact) are not downloaded again. It ends with an
+offline dry run: the slice is opened again as a fresh offline process would open it, so a
+``pull`` that returns guarantees an offline read. On a local catalog there is nothing to fetch;
+the objects are only checked to be present.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayform.catalog._catalog import Catalog
+from rayform.catalog._metadata import DatasetVersion
 from rayform.catalog._slices import Slice, load_slice
+from rayform.catalog._snapshot import clear_cache
+from rayform.catalog._versions import load_version
+from rayform.errors import OfflineError
 from rayform.storage._remote import RemoteStore
 
 DEFAULT_WORKERS = 4
@@ -63,7 +70,8 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
     Raises:
         EntryNotFoundError: no such slice.
         RemoteError: a download failed after retries.
-        OfflineError: ``RAYFORM_OFFLINE=1`` and something is not cached yet.
+        OfflineError: ``RAYFORM_OFFLINE=1`` and something is not cached yet, or the closing
+            offline dry run found something an offline read would still miss.
     """
     from tqdm import tqdm
 
@@ -84,6 +92,8 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
         return PullResult(slice_id=slice_.id, num_objects=len(sizes),
                           num_bytes=sum(sizes.values()), fetched_objects=0, fetched_bytes=0,
                           seconds=time.perf_counter() - started, cache_dir=None)
+    header = load_version(store, slice_.dataset, slice_.dataset_version, DatasetVersion)
+    store.object_path(header.segment_index)  # on disk, not only in this process's memory
     missing = {d: n for d, n in sizes.items() if not store.is_cached(d)}
     show = progress and sys.stderr is not None
     with tqdm(total=sum(missing.values()), unit="B", unit_scale=True, unit_divisor=1024,
@@ -96,6 +106,31 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
             for _ in pool.map(fetch, sorted(missing, key=missing.__getitem__, reverse=True)):
                 pass
+    offline_dry_run(store, slice_)
     return PullResult(slice_id=slice_.id, num_objects=len(sizes), num_bytes=sum(sizes.values()),
                       fetched_objects=len(missing), fetched_bytes=sum(missing.values()),
                       seconds=time.perf_counter() - started, cache_dir=str(store.cache.root))
+
+
+def offline_dry_run(store: RemoteStore, slice_: Slice) -> None:
+    """Open ``slice_`` as a fresh offline process would: metadata from the disk cache only, no
+    segment index from memory, every recording file opened.
+
+    Raises:
+        OfflineError: something an offline read needs is not in the cache (naming it).
+    """
+    clear_cache()  # a fresh process has no segment index in memory
+    try:
+        view = slice_.view(Catalog(store.offline_view()))
+        view.schema()
+        for segment_id in view.segment_ids():
+            segment = view.open_segment(segment_id)
+            segment.files()
+            for layer in segment.record.layers.values():
+                for asset in layer.assets:
+                    segment.asset_path(asset)
+    except OfflineError as err:
+        raise OfflineError(
+            f"rayform pull {slice_.id}: the slice was fetched, but an offline read would still "
+            f"fail: {err}"
+        ) from err

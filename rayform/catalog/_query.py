@@ -1,4 +1,4 @@
-"""The query plane: a DataFusion SessionContext over the catalog, and DataFusion error translation.
+"""The query plane: a DataFusion SessionContext over the catalog, read-only SQL over it.
 
 Each dataset is a SQL schema whose tables are looked up lazily when a query names them:
 
@@ -8,25 +8,24 @@ Each dataset is a SQL schema whose tables are looked up lazily when a query name
       FROM robots."/joints/position"
 
 Table entries are tables of the default schema (``SELECT * FROM my_table``). The context is
-created lazily per process (DataFusion's runtime does not survive ``fork``).
+created lazily per process (DataFusion's runtime does not survive ``fork``). User SQL runs with
+DDL, DML and statements off unless the caller opts in; errors are translated by
+:mod:`rayform.catalog._query_errors`.
 """
 
 from __future__ import annotations
 
 import os
-import re
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow.dataset as pads
-from datafusion import DataFrame, SessionContext, SQLOptions
+from datafusion import SessionContext, SQLOptions
 from datafusion.catalog import SchemaProvider, Table
 
 from rayform.catalog._handle import CatalogHandle
+from rayform.catalog._query_errors import QueryDataFrame, run_query, translate_errors
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
-from rayform.errors import QueryError, RayformError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,23 +44,9 @@ class QueryableCatalog(CatalogHandle, Protocol):
 
     def get_table(self, name: str) -> _ArrowEntry: ...
 
+
 SEGMENTS_TABLE = "segments"
 INDEX_RANGES_TABLE = "index_ranges"
-
-_T = TypeVar("_T")
-# DataFusion's message for a statement SQLOptions refused: "DDL not supported: DropTable".
-_REFUSED = re.compile(r"\b(DDL|DML|Statement) not supported: (\w[\w ]*)")
-
-
-@contextmanager
-def translate_errors(what: str) -> Iterator[None]:
-    """Turn DataFusion's bare exceptions into :class:`QueryError` naming ``what``."""
-    try:
-        yield
-    except RayformError:  # e.g. a damaged metadata file met while planning: keep its type
-        raise
-    except Exception as err:  # DataFusion raises Exception / ValueError / RuntimeError
-        raise QueryError(f"{what} failed: {err}") from err
 
 
 class DatasetSchema(SchemaProvider):
@@ -136,33 +121,35 @@ class QueryPlane:
         return ctx
 
     def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
-            allow_statements: bool = False) -> DataFrame:
+            allow_statements: bool = False) -> QueryDataFrame:
         """Plan ``query`` (parameters as ``$name``) over the catalog.
 
+        Read-only unless ``allow_statements``: DDL (``CREATE EXTERNAL TABLE … LOCATION``, ``DROP``),
+        DML (``COPY … TO``, ``INSERT``) and statements (``SET``) are refused, so a query can
+        neither read files outside the catalog nor write anywhere.
+
         Raises:
-            QueryError: malformed SQL, an unknown table or column, a bad parameter, or a statement
-                other than a query (DDL, DML, ``SET``) without ``allow_statements``.
+            QueryError: malformed SQL, an unknown table or column, a bad parameter, a refused
+                write; and, from the returned frame, any error while executing it.
         """
         ctx = self.sync()
-        options = None if allow_statements else (
-            SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False))
-        try:
-            return ctx.sql(query, options=options, param_values=param_values or None)
-        except Exception as err:
-            refused = _REFUSED.search(str(err))
-            if refused:
-                kind = {"Statement": "session"}.get(refused[1], refused[1])
-                raise QueryError(
-                    f"SQL query {query!r} is a {kind} statement ({refused[2]}); SQL over a "
-                    "rayform catalog is read-only: change datasets with register / unregister "
-                    "(`rayform register`), or pass allow_statements=True (`rayform sql "
-                    "--allow-statements`) to run it in this process's SQL session only"
-                ) from err
-            with translate_errors(f"SQL query {query!r}"):
-                raise
+        what = f"SQL query {query!r}"
+        options = None if allow_statements else read_only_options()
+        with translate_errors(what):
+            frame = ctx.sql(query, options=options, param_values=param_values or None)
+        return QueryDataFrame(frame, what=what)
+
+    def from_arrow(self, table: pa.Table) -> QueryDataFrame:
+        """``table`` as a DataFrame of this process's context (errors become ``QueryError``)."""
+        return QueryDataFrame(self.ctx.from_arrow(table), what="DataFrame over an Arrow table")
 
 
-def run_query(fn: Callable[[], _T], what: str) -> _T:
-    """Run ``fn`` (e.g. a DataFrame collect) translating DataFusion errors."""
-    with translate_errors(what):
-        return fn()
+def read_only_options() -> SQLOptions:
+    """DataFusion options refusing DDL, DML and statements (what user SQL runs with)."""
+    return SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
+
+
+
+
+__all__ = ["DatasetSchema", "QueryDataFrame", "QueryPlane", "read_only_options", "run_query",
+           "translate_errors"]

@@ -36,13 +36,14 @@ from rayform.errors import (
     SchemaConflictError,
     SegmentNotFoundError,
 )
+from rayform.recording._checksum import verify_recording
 from rayform.recording._columns import TimelineKind
 from rayform.recording._file import PropertyValue, RecordingHeader, open_recording
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._writer import asset_dir_for
 from rayform.storage._documents import FORMAT_VERSION
 from rayform.storage._fetch import SourceUri, fetch_file, parse_source
-from rayform.storage._store import Store, object_key, sha256_file
+from rayform.storage._store import Store, sha256_file
 
 
 class OnDuplicate(str, Enum):
@@ -136,6 +137,7 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
         InvalidNameError: its recording id is not a valid segment id.
     """
     header, table = open_recording(recording)
+    verify_recording(recording, header, table)  # nothing invalid is ever content-addressed
     try:
         validate_segment_id(header.recording_id)
     except InvalidNameError as err:
@@ -152,7 +154,9 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
         if verified_digest(src) != digest:
             raise CorruptRecordingError(f"{src}: content does not match its name (damaged asset)")
         asset_sources.append(src)
-    layer = LayerRecord(
+    # Not stored yet: the object digest and assets are filled in by store_layer, which makes
+    # the record that is committed (and validated when read back).
+    layer = LayerRecord.model_construct(
         object="",
         size_bytes=recording.stat().st_size,
         num_rows=table.num_rows,
@@ -197,14 +201,14 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
     for src in prepared.asset_sources:
         # An asset shared by many recordings (one LeRobot v3.0 MP4 holds many episodes) is
         # copied once: its name is its verified digest, and stored objects never change.
-        if store.exists(object_key(src.name)):
+        if store.keep_object(src.name):
             assets[src.name] = src.stat().st_size
             continue
         stored, size = store.put_object(src)
         assets[stored] = size
     digest, size = store.put_object(prepared.source)
-    layer = prepared.layer.model_copy(update={"object": digest, "size_bytes": size,
-                                              "assets": assets})
+    layer = LayerRecord(**{**dict(prepared.layer), "object": digest, "size_bytes": size,
+                           "assets": assets})
     return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
                          layer=layer, timelines=prepared.timelines, schema=prepared.schema)
 

@@ -8,7 +8,6 @@ zero-copy where the file allows. Latest-at is ``numpy.searchsorted``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +20,7 @@ from rayform.catalog._metadata import SegmentRecord
 from rayform.errors import ColumnNotFoundError
 from rayform.recording._columns import entity_of
 from rayform.recording._file import RecordingHeader, open_recording
-
-ObjectResolver = Callable[[str], Path]
+from rayform.storage._store import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,9 +69,9 @@ def index_to_int64(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
 class SegmentData:
     """Lazy, memory-mapped access to one segment's recording files (all layers)."""
 
-    def __init__(self, record: SegmentRecord, resolve: ObjectResolver) -> None:
+    def __init__(self, record: SegmentRecord, store: Store) -> None:
         self.record = record
-        self._resolve = resolve
+        self._store = store
         self._files: list[tuple[RecordingHeader, pa.Table]] | None = None
         self._cache: dict[tuple[str, str], ColumnRows] = {}
 
@@ -88,7 +86,7 @@ class SegmentData:
     def files(self) -> list[tuple[RecordingHeader, pa.Table]]:
         """The (header, memory-mapped table) of each layer's recording file, opened once."""
         if self._files is None:
-            self._files = [open_recording(self._resolve(layer.object))
+            self._files = [self._store.read_object(layer.object, open_recording)
                            for layer in self.record.layers.values()]
         return self._files
 
@@ -160,5 +158,5 @@ class SegmentData:
         """Local path of an asset (e.g. an MP4) attached to this segment."""
         for layer in self.record.layers.values():
             if digest in layer.assets:
-                return self._resolve(digest)
+                return self._store.object_path(digest)
         raise ColumnNotFoundError(f"segment {self.segment_id!r} has no asset {digest!r}")

@@ -18,16 +18,18 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, StringConstraints
 
+from rayform._digest import Digest
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry
-from rayform.catalog._metadata import SegmentRecord
-from rayform.catalog._query import translate_errors
+from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
+from rayform.catalog._query import read_only_options
+from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._tables import entity_ranges
 from rayform.errors import (
     ConfigError,
@@ -194,7 +196,14 @@ class Slice:
                 f"slice was made from (entry id {entry.id}, slice has {self.dataset_id}); the "
                 "dataset was deleted and recreated — make a new slice"
             )
-        view = entry.at_version(self.dataset_version).filter_segments(self.segment_ids)
+        snapshot = entry.at_version(self.dataset_version)
+        missing = sorted(set(self.segment_ids) - set(snapshot.segment_ids()))
+        if missing:
+            raise CorruptMetadataError(
+                f"slice {self.id}: snapshot {self.dataset_version} of dataset {self.dataset!r} "
+                f"has no segment(s) {missing} the slice pins"
+            )
+        view = snapshot.filter_segments(self.segment_ids)
         found = {r.segment_id: r.version for r in view.segment_records()}
         if found != self.segment_versions:
             raise CorruptMetadataError(
@@ -214,9 +223,9 @@ class _Strict(BaseModel):
 
 
 class SliceSegmentRecord(_Strict):
-    segment_id: str
-    version: str
-    objects: list[str]
+    segment_id: SegmentId
+    version: SegmentVersionId
+    objects: list[Digest]
 
 
 class TimeRangeRecord(_Strict):
@@ -231,10 +240,10 @@ class SliceRecord(_Strict):
 
     format: Literal["rayform-slice"]
     format_version: Literal[1]
-    id: str
+    id: Annotated[str, StringConstraints(pattern=r"^(slc_[0-9a-f]{8,64})?$")]  # "" while unsaved
     name: str | None
-    dataset: str
-    dataset_id: str
+    dataset: EntryName
+    dataset_id: EntryId
     dataset_version: int
     where: str | None
     time_range: TimeRangeRecord | None
@@ -419,12 +428,11 @@ def _overlaps(record: SegmentRecord, tr: TimeRange) -> bool:
 def _where_segment_ids(view: DatasetView, where: str, params: Mapping[str, Any] | None
                        ) -> set[str]:
     """Segment ids whose segment-table row satisfies ``where`` (DataFusion, parameterised)."""
-    from datafusion import SessionContext, SQLOptions
+    from datafusion import SessionContext
 
     table = view.segment_table_arrow()
     ctx = SessionContext()
-    options = SQLOptions().with_allow_ddl(False).with_allow_dml(False) \
-        .with_allow_statements(False)
+    options = read_only_options()
     with translate_errors(f"slices.create where={where!r}"):
         ctx.register_record_batches("segments", [table.to_batches()])
         query = f"SELECT {SEGMENT_ID} FROM segments WHERE ({where})"  # values go in params

@@ -23,9 +23,11 @@ import pyarrow.compute as pc
 from pyarrow import feather
 from pydantic import ValidationError
 
+from rayform._digest import DIGEST_PATTERN
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
-from rayform.errors import CorruptMetadataError
+from rayform.errors import CorruptMetadataError, InvalidNameError
 from rayform.recording._columns import TimelineKind
+from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.storage._store import Store, object_key
 
 INDEX_FORMAT: Final = b"rayform-segment-index"
@@ -74,6 +76,32 @@ def index_table(records: Sequence[SegmentRecord]) -> pa.Table:
                                 schema=INDEX_SCHEMA)
 
 
+def _check_names(table: pa.Table, *, source: str) -> None:
+    """Every segment id, layer name and object digest of an index is well formed (the index is
+    read from an untrusted catalog; its records are validated again when used).
+
+    Raises:
+        CorruptMetadataError: naming the first bad value.
+    """
+    objects = pc.list_flatten(table.column("objects"))
+    bad = pc.invert(pc.match_substring_regex(objects, DIGEST_PATTERN)).fill_null(True)
+    if pc.any(bad).as_py():
+        shown = objects.filter(bad)[0].as_py()
+        raise CorruptMetadataError(
+            f"{source}: object {str(shown)[:80]!r} is not a content digest (64 lowercase hex "
+            "characters); the segment index is damaged or crafted"
+        )
+    checks = ((validate_segment_id, table.column("segment_id").to_pylist()),
+              (validate_layer_name, pc.list_flatten(table.column("layer_names")).to_pylist()))
+    for validate, values in checks:
+        for value in values:
+            try:
+                validate(value)
+            except InvalidNameError as err:
+                raise CorruptMetadataError(f"{source}: {err}; the segment index is damaged or "
+                                           "crafted") from None
+
+
 class SegmentIndex:
     """The segments of one snapshot: an immutable Arrow table, records validated on demand.
 
@@ -109,6 +137,8 @@ class SegmentIndex:
         try:
             column = feather.read_table(str(self._record_file), columns=[RECORD],
                                         memory_map=True).column(RECORD)
+        except FileNotFoundError:
+            raise  # gone, not damaged: the caller may fetch it again
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptMetadataError(
                 f"{self.source}: the segment records are not readable (damaged or truncated): "
@@ -130,6 +160,7 @@ class SegmentIndex:
         """Read and check a segment index object (all columns but the records, see the class).
 
         Raises:
+            FileNotFoundError: ``path`` does not exist.
             CorruptMetadataError: not readable, or not a segment index of this format version.
         """
         try:
@@ -139,6 +170,8 @@ class SegmentIndex:
             if meta.get(_FORMAT_KEY) == INDEX_FORMAT and RECORD in schema.names:
                 columns = [n for n in schema.names if n != RECORD]
                 table = feather.read_table(str(path), columns=columns, memory_map=True)
+        except FileNotFoundError:
+            raise  # gone, not damaged: the caller may fetch it again
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptMetadataError(
                 f"{source}: segment index is not a readable Arrow IPC file (damaged or "
@@ -158,6 +191,7 @@ class SegmentIndex:
                 f"{source}: segment index columns {schema.names} do not match format "
                 f"version {INDEX_FORMAT_VERSION.decode()} ({INDEX_SCHEMA.names})"
             )
+        _check_names(table, source=source)
         return cls(table, source=source, record_file=path)
 
     def write(self, path: Path) -> None:
@@ -317,16 +351,16 @@ def read_index(store: Store, digest: str, *, expected_rows: int, source: str) ->
     if cached is not None:
         return cached
     try:
-        path = store.object_path(digest)
+        index = store.read_object(digest, lambda path: SegmentIndex.read(
+            path, source=f"{source} (segment index {path})"))
     except FileNotFoundError as err:
         raise CorruptMetadataError(
-            f"{source}: its segment index object {digest} is missing from the catalog"
+            f"{source}: its segment index object {digest} is missing from the catalog ({err})"
         ) from err
-    index = SegmentIndex.read(path, source=f"{source} (segment index {path})")
     if len(index) != expected_rows:
         raise CorruptMetadataError(
-            f"{source}: names {expected_rows} segments but its segment index {path} holds "
-            f"{len(index)}"
+            f"{source}: names {expected_rows} segments but its segment index "
+            f"{object_key(digest)} holds {len(index)}"
         )
     _remember(store, digest, index)
     return index

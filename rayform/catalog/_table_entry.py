@@ -59,8 +59,8 @@ class TableEntry:
         schema = schema_from_text(snap.schema_ipc)
         parts = []
         for digest in snap.objects:
-            path = self._catalog.store.object_path(digest)
-            parts.append(pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all())
+            parts.append(self._catalog.store.read_object(
+                digest, lambda path: pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()))
         return pa.concat_tables(parts) if parts else schema.empty_table()
 
     def reader(self) -> datafusion.DataFrame:

@@ -9,19 +9,21 @@ point leaves either the old or the new snapshot visible, never a partial one.
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from pydantic import BaseModel
 
-from rayform.errors import CommitConflictError
+from rayform.errors import CommitConflictError, CorruptMetadataError
 from rayform.storage._documents import dump_model, parse_model
 from rayform.storage._store import Store
 
 _V = TypeVar("_V", bound=BaseModel)
 
 MAX_COMMIT_ATTEMPTS = 200
+_VERSION_FILE = re.compile(r"[0-9]{1,18}\.json")
 
 
 def entry_prefix(name: str) -> str:
@@ -35,13 +37,19 @@ def version_key(name: str, number: int) -> str:
 def latest_version_number(store: Store, name: str) -> int:
     """The newest committed snapshot number of an entry (0 when it has none)."""
     numbers = [int(n[:-5]) for n in store.list_names(f"{entry_prefix(name)}/versions")
-               if n.endswith(".json") and n[:-5].isdigit()]
+               if _VERSION_FILE.fullmatch(n)]
     return max(numbers, default=0)
 
 
 def load_version(store: Store, name: str, number: int, model: type[_V]) -> _V:
     key = version_key(name, number)
-    return parse_model(model, store.read_bytes(key), source=f"{store.url}/{key}")
+    parsed = parse_model(model, store.read_bytes(key), source=f"{store.url}/{key}")
+    if getattr(parsed, "version", number) != number:
+        raise CorruptMetadataError(
+            f"{store.url}/{key}: snapshot file {number} says it is version "
+            f"{getattr(parsed, 'version', None)!r} (renamed or crafted file)"
+        )
+    return parsed
 
 
 def commit(store: Store, name: str, model: type[_V], mutate: Callable[[_V | None, int], _V]) -> _V:

@@ -8,7 +8,16 @@ import sys
 from collections.abc import Sequence
 
 import rayform
-from rayform.cli import _catalog_commands, _demo, _export, _register, _slices, _sql, _stats
+from rayform.cli import (
+    _catalog_commands,
+    _demo,
+    _export,
+    _maintenance,
+    _register,
+    _slices,
+    _sql,
+    _stats,
+)
 from rayform.cli._args import catalog_option
 from rayform.cli._errors import CommandError, UsageError, missing_extra_message
 from rayform.errors import RayformError
@@ -34,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     catalog_option(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (_catalog_commands, _register, _sql, _stats, _export, _slices, _demo):
+    for module in (_catalog_commands, _register, _sql, _stats, _export, _slices, _demo,
+                   _maintenance):
         module.add_parsers(sub)
     return parser
 

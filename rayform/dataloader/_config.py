@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeAlias
 from rayform.catalog import DatasetView, Slice, TimeRange
 from rayform.decoders import ColumnDecoder, Selector
 from rayform.decoders._base import is_selector
-from rayform.errors import ConfigError
+from rayform.errors import ConfigError, SegmentNotFoundError
 
 EdgeMode: TypeAlias = Literal["trim", "pad"]
 """How samples near a segment's edges are handled.
@@ -50,11 +50,13 @@ class DataSource:
         dataset: a :class:`rayform.catalog.DatasetEntry`, :class:`~rayform.catalog.DatasetView`
             or :class:`~rayform.catalog.Slice`. A slice becomes its pinned view (``slice_.view()``)
             and its time range becomes ``time_range``.
-        segments: segment ids to keep (kept in the dataset's order, unknown ids ignored), or
-            ``None`` for all.
+        segments: segment ids to keep (kept in the dataset's order), or ``None`` for all.
         time_range: a rayform option (keyword-only): only samples whose index value lies in this
             inclusive range, on the grid the segment would have without it. It must be on the
             index timeline the dataset samples.
+
+    Raises:
+        SegmentNotFoundError: a segment id is not in the dataset.
     """
 
     dataset: DatasetView
@@ -84,6 +86,13 @@ class DataSource:
             )
         if self.segments is not None:
             object.__setattr__(self, "segments", tuple(self.segments))
+            known = set(self.dataset.segment_ids())
+            unknown = sorted(set(self.segments) - known)
+            if unknown:
+                raise SegmentNotFoundError(
+                    f"DataSource: dataset {self.dataset.name!r} has no segment(s) "
+                    f"{unknown[:10]}; see dataset.segment_ids()"
+                )
 
     def filter_segments(self, segment_ids: Sequence[str]) -> DataSource:
         """The same dataset restricted to ``segment_ids``."""

@@ -31,6 +31,7 @@ import numpy.typing as npt
 from torch.utils.data import IterableDataset
 
 from rayform.dataloader._config import DataSource, EdgeMode, Field
+from rayform.dataloader._decode_policy import DecodeErrorPolicy, check_decode_policy
 from rayform.dataloader._epoch_plan import ProcessStream
 from rayform.dataloader._manifest import Manifest
 from rayform.dataloader._manifest_replay import ManifestOrder, manifest_sampling, replay_pipeline
@@ -69,6 +70,10 @@ class RerunIterableDataset(IterableDataset[Sample]):
         stable_order: make the sequence independent of ``num_workers`` and the number of ranks.
         manifest: replay this manifest's order instead (see :meth:`from_manifest`); then
             ``shuffle_strategy``, ``seed`` and ``stable_order`` must be left unset.
+        on_decode_error: data that exists but cannot be decoded: ``"raise"`` (default) a
+            ``DecodeError`` naming the field, entity, segment and index value; ``"skip"`` the
+            sample with a warning; or keep ``"none"`` with a warning (the stream then skips it
+            as an incomplete sample).
     """
 
     def __init__(self, source: DataSource, index: str, fields: Mapping[str, Field], *,
@@ -81,8 +86,10 @@ class RerunIterableDataset(IterableDataset[Sample]):
                  sample_metadata: bool = False,
                  seed: int | None = None,
                  stable_order: StableOrder | None = None,
-                 manifest: Manifest | None = None) -> None:
+                 manifest: Manifest | None = None,
+                 on_decode_error: DecodeErrorPolicy = "raise") -> None:
         super().__init__()
+        policy = check_decode_policy(on_decode_error)
         check_block_size(fetch_block_size)
         if shuffle_strategy is not None and not isinstance(shuffle_strategy, ShuffleStrategy):
             raise TypeError(f"shuffle_strategy must be SampleShuffle(), BlockShuffle(…) or "
@@ -113,6 +120,7 @@ class RerunIterableDataset(IterableDataset[Sample]):
                                              decode_threads=decode_threads, edge=edge,
                                              sample_metadata=sample_metadata)
             self._order = ManifestOrder(manifest, list(fields))
+        self._pipeline.decode_errors = policy
         self._manifest = manifest
         self._fields = dict(fields)
         self._epoch = 0
@@ -123,7 +131,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
                       decode_threads: int | None = None,
-                      sample_metadata: bool = False) -> RerunIterableDataset:
+                      sample_metadata: bool = False,
+                      on_decode_error: DecodeErrorPolicy = "raise") -> RerunIterableDataset:
         """Replay a manifest: its order, shards and fetch blocks, decoded from ``source``.
 
         ``fields`` may be a subset of the manifest's (same paths and windows). The run must have
@@ -136,7 +145,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         meta = manifest.metadata
         return cls(source, meta.index_name, fields, timeline_sampling=manifest_sampling(meta),
                    fetch_block_size=meta.fetch_block_size, decode_threads=decode_threads,
-                   edge=meta.edge, sample_metadata=sample_metadata, manifest=manifest)
+                   edge=meta.edge, sample_metadata=sample_metadata, manifest=manifest,
+                   on_decode_error=on_decode_error)
 
     # ------------------------------------------------------------------------ properties
     @property

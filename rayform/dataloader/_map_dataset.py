@@ -3,7 +3,8 @@
 ``__getitems__`` decodes a whole DataLoader batch at once (one gather and one decode call per
 field), so ``DataLoader(ds, batch_size=32, shuffle=True)``, ``DistributedSampler``,
 ``WeightedRandomSampler`` and :class:`~rayform.dataloader.ResumableSampler` all work. Missing data
-stays ``None`` (the map dataset cannot skip); a ``collate_fn`` decides what to do with it.
+stays ``None`` (the map dataset cannot skip); a ``collate_fn`` decides what to do with it. Data
+that cannot be decoded raises by default (``on_decode_error``).
 
 Built :meth:`~RerunMapDataset.from_manifest`, item ``i`` is the manifest's row ``i`` (its complete
 samples only; the sampler, not the manifest, decides the order, as in Rerun).
@@ -18,6 +19,7 @@ import numpy.typing as npt
 from torch.utils.data import Dataset
 
 from rayform.dataloader._config import DataSource, EdgeMode, Field
+from rayform.dataloader._decode_policy import DecodeErrorPolicy, check_decode_policy
 from rayform.dataloader._manifest import Manifest
 from rayform.dataloader._manifest_replay import manifest_sampling, replay_pipeline
 from rayform.dataloader._pipeline import Sample, SamplePipeline
@@ -40,6 +42,10 @@ class RerunMapDataset(Dataset[Sample]):
         sample_metadata: add ``sample["meta"] = {"segment_id", "segment_version",
             "index_value", "sample_index"}``.
         manifest: serve the manifest's complete samples (see :meth:`from_manifest`).
+        on_decode_error: data that exists but cannot be decoded (a corrupt image or frame):
+            ``"raise"`` (default) a ``DecodeError`` naming the field, entity, segment and index
+            value; ``"skip"`` it with a warning (the batch is shorter; a single ``ds[i]`` that
+            fails still raises); or keep ``"none"`` with a warning.
 
     A sample is ``{key: Tensor | None}``: ``[D]`` / ``[T, D]`` numeric, ``uint8 [C, H, W]`` /
     ``[T, C, H, W]`` images and video frames.
@@ -48,8 +54,10 @@ class RerunMapDataset(Dataset[Sample]):
     def __init__(self, source: DataSource, index: str, fields: Mapping[str, Field], *,
                  timeline_sampling: FixedRateSampling | None = None,
                  decode_threads: int | None = None, edge: EdgeMode = "trim",
-                 sample_metadata: bool = False, manifest: Manifest | None = None) -> None:
+                 sample_metadata: bool = False, manifest: Manifest | None = None,
+                 on_decode_error: DecodeErrorPolicy = "raise") -> None:
         self._rows: npt.NDArray[np.int64] | None = None
+        policy = check_decode_policy(on_decode_error)
         if manifest is None:
             self._pipeline = build_pipeline(source, index, fields,
                                             timeline_sampling=timeline_sampling,
@@ -61,13 +69,15 @@ class RerunMapDataset(Dataset[Sample]):
                                              decode_threads=decode_threads, edge=edge,
                                              sample_metadata=sample_metadata)
             self._rows = manifest.sample_indices()
+        self._pipeline.decode_errors = policy
         self._fields = dict(fields)
         self._index_name = index
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
                       decode_threads: int | None = None,
-                      sample_metadata: bool = False) -> RerunMapDataset:
+                      sample_metadata: bool = False,
+                      on_decode_error: DecodeErrorPolicy = "raise") -> RerunMapDataset:
         """A map dataset over a manifest's complete samples (item ``i`` = row ``i``).
 
         The manifest's order and shards are not used (a sampler decides); what it saves is the
@@ -79,7 +89,8 @@ class RerunMapDataset(Dataset[Sample]):
         meta = manifest.metadata
         return cls(source, meta.index_name, fields, timeline_sampling=manifest_sampling(meta),
                    decode_threads=decode_threads, edge=meta.edge,
-                   sample_metadata=sample_metadata, manifest=manifest)
+                   sample_metadata=sample_metadata, manifest=manifest,
+                   on_decode_error=on_decode_error)
 
     @property
     def sample_index(self) -> SampleIndex:
@@ -103,22 +114,33 @@ class RerunMapDataset(Dataset[Sample]):
         return self._pipeline.sample_index.total_samples
 
     def __getitem__(self, idx: int) -> Sample:
-        return self.__getitems__([idx])[0]
+        """One sample; with ``on_decode_error='skip'`` a failure raises (there is nothing to
+        give instead)."""
+        skipping = self._pipeline.decode_errors == "skip"
+        return self._pipeline.process(self._global([idx]),
+                                      decode_errors="raise" if skipping else None)[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list[Sample]:
         """Decode a batch of samples in one pass (called by DataLoader with the whole batch).
 
         Raises:
             IndexError: an index is negative or ``>= len(self)``.
+            DecodeError: a sample's data cannot be decoded and ``on_decode_error='raise'``.
         """
+        if self._pipeline.decode_errors == "skip":
+            return self._pipeline.process_dropping_failures(self._global(indices))
+        return self._pipeline.process(self._global(indices))
+
+    def _global(self, indices: Sequence[int]) -> Sequence[int] | npt.NDArray[np.int64]:
+        """The global sample indices of items ``indices``."""
         if self._rows is None:
-            return self._pipeline.process(list(indices))
+            return list(indices)
         wanted = np.asarray(list(indices), dtype=np.int64).reshape(-1)
         if wanted.size and (int(wanted.min()) < 0 or int(wanted.max()) >= len(self._rows)):
             bad = wanted[(wanted < 0) | (wanted >= len(self._rows))][0]
             raise IndexError(f"sample index {int(bad)} out of range for {len(self._rows)} "
                              "manifest samples")
-        return self._pipeline.process(self._rows[wanted])
+        return self._rows[wanted]
 
     def __repr__(self) -> str:
         return (f"RerunMapDataset({self._pipeline.view.name!r}, index={self._index_name!r}, "

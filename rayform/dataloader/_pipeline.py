@@ -17,7 +17,8 @@ For a block (iterable) or batch (map) of global indices:
 6. scatter the results back into per-sample dicts, in the input order.
 
 A sample value is ``None`` where the data is missing (no row at or before an output position, no
-prior keyframe, a null row, an undecodable blob).
+prior keyframe, a null row). Data that is there but cannot be decoded is reported by its decoder
+and handled by the pipeline's ``decode_errors`` policy (:mod:`rayform.dataloader._decode_policy`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,12 @@ import torch
 from rayform._tracing import tracing_scope
 from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._config import EdgeMode, Field
+from rayform.dataloader._decode_policy import (
+    DecodeErrorPolicy,
+    FailureLog,
+    apply_decode_policy,
+    check_decode_policy,
+)
 from rayform.dataloader._gather import dense_column, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
@@ -138,6 +145,8 @@ class SamplePipeline:
         self._sample_index = sample_index
         self._edge = edge
         self._sample_metadata = sample_metadata
+        self._decode_errors: DecodeErrorPolicy = "raise"
+        self._warned: set[str] = set()
         temporal = sample_index.ns_dtype is not None
         schema = view.schema()
         plans: list[FieldPlan] = []
@@ -177,12 +186,14 @@ class SamplePipeline:
 
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in (
-            "_view", "_index", "_sample_index", "_edge", "_sample_metadata", "_plans", "_pool")}
+            "_view", "_index", "_sample_index", "_edge", "_sample_metadata", "_plans", "_pool",
+            "_decode_errors")}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         for name, value in state.items():
             setattr(self, name, value)
+        self._warned = set()
         self._columns = SegmentColumns(self._view, self._index)
         self._keyframe_index = KeyframeIndex(self._columns)
 
@@ -199,21 +210,42 @@ class SamplePipeline:
     def view(self) -> DatasetView:
         return self._view
 
+    @property
+    def decode_errors(self) -> DecodeErrorPolicy:
+        """What a decode failure does: ``"raise"`` (default), ``"skip"`` or ``"none"`` (see
+        :mod:`rayform.dataloader._decode_policy`)."""
+        return self._decode_errors
+
+    @decode_errors.setter
+    def decode_errors(self, policy: DecodeErrorPolicy) -> None:
+        self._decode_errors = check_decode_policy(policy)
+
     def open_segment(self, segment_id: str) -> SegmentData:
         """The data-plane handle of a segment (handed to decoders through ``FieldBatch``)."""
         return self._view.open_segment(segment_id)
 
     # ---------------------------------------------------------------------------- running
-    def process(self, indices: Sequence[int] | npt.NDArray[np.int64]) -> list[Sample]:
+    def process(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
+                decode_errors: DecodeErrorPolicy | None = None) -> list[Sample]:
         """Decode the samples at ``indices`` (global); one dict per index, in the same order.
+
+        ``decode_errors`` overrides :attr:`decode_errors` for this call.
 
         Raises:
             IndexError: an index is out of range.
+            DecodeError: data failed to decode and the policy is ``"raise"``.
         """
         with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": len(indices)}):
             block = self.resolve(indices, gather=True)
         with tracing_scope("rayform.decode", attributes={"rayform.num_samples": len(indices)}):
-            return self.decode(block)
+            return self.decode_reporting(block, decode_errors=decode_errors)[0]
+
+    def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
+                                  ) -> list[Sample]:
+        """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``)."""
+        block = self.resolve(indices, gather=True)
+        samples, failed = self.decode_reporting(block)
+        return [s for i, s in enumerate(samples) if i not in failed]
 
     def missing_fields(self, indices: Sequence[int] | npt.NDArray[np.int64]
                        ) -> dict[str, npt.NDArray[np.bool_]]:
@@ -367,20 +399,34 @@ class SamplePipeline:
     def decode(self, block: ResolvedBlock) -> list[Sample]:
         """Decode a resolved block into sample dicts (input order).
 
+        Raises:
+            DecodeError: data failed to decode and the policy is ``"raise"``.
+        """
+        return self.decode_reporting(block)[0]
+
+    def decode_reporting(self, block: ResolvedBlock, *,
+                         decode_errors: DecodeErrorPolicy | None = None
+                         ) -> tuple[list[Sample], set[int]]:
+        """Decode a resolved block; also the positions of the samples that failed to decode.
+
         Cheap ("inline") fields are decoded first in the calling thread; the rest are cut into
         tasks (whole fields, or chunks of requests for "requests" decoders) that the calling
         thread and the decode threads take from one queue until it is empty, so that a thread
-        slowed down by the machine's other work does not hold up the block.
+        slowed down by the machine's other work does not hold up the block. Decode failures are
+        handled by the policy (:attr:`decode_errors`) once every field is decoded.
         """
         n = len(block.indices)
         samples: list[Sample] = [{} for _ in range(n)]
         threads = self._pool.threads
         tasks: list[tuple[FieldJob, RequestArrays]] = []
+        log = FailureLog()
         for job in block.jobs:
             for sample in samples:
                 sample[job.plan.key] = None
             if not len(job.requests) or job.batch is None:
                 continue
+            job = replace(job, batch=replace(  # the same job, its failures reported to the log
+                job.batch, on_failure=log.listener(job.plan.key, job.plan.field.path)))
             concurrency = job.plan.field.decode.decode_concurrency
             if concurrency == "inline" or threads <= 1:
                 _scatter(samples, job.plan.key, job.requests, _run_decode(job, job.requests))
@@ -433,7 +479,10 @@ class SamplePipeline:
                     "index_value": int(block.values[i]),
                     "sample_index": int(block.indices[i]),
                 }
-        return samples
+        policy = self._decode_errors if decode_errors is None else decode_errors
+        failed = apply_decode_policy(log.failures, policy, dataset=self._view.name,
+                                     index=self._index, warned=self._warned)
+        return samples, failed
 
 
 def _extent(positions: npt.NDArray[np.int64], runs: list[tuple[str, int, int]],

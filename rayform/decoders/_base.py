@@ -3,7 +3,8 @@
 A decoder receives one :class:`FieldBatch` per field per fetch block or map batch (the rows the
 data plane gathered for that field, grouped by segment and ascending in the index) and the
 :class:`DecodeRequest` s of the samples in that block, and returns one decoded value (or ``None``
-for missing data) per request.
+for missing data) per request. Data that exists but cannot be decoded is also ``None``, and is
+reported through :meth:`FieldBatch.report_failure` so that the dataset can apply its policy.
 """
 
 from __future__ import annotations
@@ -87,6 +88,9 @@ class FieldBatch:
         path: the field's column path (``Field.path``), so that a decoder can find sibling
             columns through ``open_segment`` (e.g. a video asset's ``AssetVideo:asset``);
             ``None`` when unknown.
+        on_failure: told about every request whose data exists but cannot be decoded (a
+            corrupt image, an undecodable frame), so that the dataset applies its
+            ``on_decode_error`` policy; ``None`` outside a rayform dataset.
     """
 
     column: pa.Array
@@ -94,6 +98,7 @@ class FieldBatch:
     is_windowed: bool = False
     open_segment: Callable[[str], Any] | None = None
     path: str | None = None
+    on_failure: Callable[[DecodeRequest, str], None] | None = None
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):
@@ -101,6 +106,17 @@ class FieldBatch:
                 f"FieldBatch.column must have an outer Arrow List type (one list per row), "
                 f"got {self.column.type}"
             )
+
+    def report_failure(self, request: DecodeRequest, reason: str) -> bool:
+        """Report that ``request``'s data could not be decoded (its result is ``None``).
+
+        Returns:
+            False when nobody listens (the decoder is used on its own).
+        """
+        if self.on_failure is None:
+            return False
+        self.on_failure(request, reason)
+        return True
 
     def take_rows(self, rows: Sequence[int]) -> pa.Array:
         """Gather ``rows`` of the column and apply ``select``."""

@@ -10,7 +10,8 @@ each sample's tensor is a view of its slot.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import numpy as np
 import numpy.typing as npt
@@ -38,8 +39,10 @@ def decode_image_chw(data: bytes | memoryview, *, use_simplejpeg: bool = True
 class ImageDecoder(ColumnDecoder):
     """Decode the first blob of each row (JPEG, PNG …) to ``uint8 [C, H, W]``.
 
-    With a window the output is ``[T, C, H, W]``. A null or empty row, an undecodable blob, or a
-    window whose frames differ in shape gives ``None``.
+    With a window the output is ``[T, C, H, W]``. A null or empty row gives ``None`` (missing
+    data); an undecodable blob, or a window whose frames differ in shape, gives ``None`` and is
+    reported as a failure (:meth:`FieldBatch.report_failure`), so that a rayform dataset raises,
+    skips or keeps it as its ``on_decode_error`` says.
     """
 
     def __init__(self) -> None:
@@ -56,52 +59,69 @@ class ImageDecoder(ColumnDecoder):
         rows = output_row_matrix(requests)
         if batch.select is None and rows is not None:
             reader = BlobReader(batch.column)
-            return _decode_rows(reader, rows, windowed=batch.is_windowed)
+            return _decode_rows(reader, rows, windowed=batch.is_windowed,
+                                report=lambda i, why: batch.report_failure(requests[i], why))
         out: list[torch.Tensor | None] = []
         for request in requests:
             taken = batch.take_output_rows(request)
             local = np.arange(len(taken), dtype=np.int64)[None, :]
-            out.extend(_decode_rows(BlobReader(taken), local, windowed=batch.is_windowed))
+            out.extend(_decode_rows(BlobReader(taken), local, windowed=batch.is_windowed,
+                                    report=partial(_report_one, batch, request)))
         return out
 
 
-def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool
-                 ) -> list[torch.Tensor | None]:
+def _report_one(batch: FieldBatch, request: DecodeRequest, _: int, reason: str) -> None:
+    batch.report_failure(request, reason)
+
+
+_UNDECODABLE = object()  # a blob that is there but is not an image
+
+
+def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
+                 report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
     blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
         shape = shapes.pop()
         if shape is not None:
-            return _decode_into_slab(blobs, rows, shape, windowed=windowed)
-    return _decode_one_by_one(reader, rows, windowed=windowed)
+            return _decode_into_slab(blobs, rows, shape, windowed=windowed, report=report)
+    return _decode_one_by_one(reader, rows, windowed=windowed, report=report)
 
 
 def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
-                      shape: tuple[int, int, int], *, windowed: bool
-                      ) -> list[torch.Tensor | None]:
+                      shape: tuple[int, int, int], *, windowed: bool,
+                      report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
     """Every output frame decoded (or, for a repeated row, copied) into its slot of one pooled
     ``[N, T, C, H, W]`` buffer; request ``i`` gets slot ``i`` (``[T, C, H, W]`` windowed, else
-    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable."""
+    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported)."""
     n, width = rows.shape
     frame_bytes = shape[0] * shape[1] * shape[2]
     slab = FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape)
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
+    failures: dict[int, str] = {}
     complete = np.ones(n, dtype=np.bool_)
     for i, request_rows in enumerate(rows.tolist()):
         for t, row in enumerate(request_rows):
             slot = slab[i, t]
-            if row in first:
-                source = first[row]
-                if source is None:
-                    complete[i] = False
-                else:
-                    np.copyto(slot, source)
+            if row not in first:
+                blob = blobs[row]
+                ok = blob is not None and (decode_jpeg_planes_into(blob, slot)
+                                           or _pillow_into(blob, slot))
+                first[row] = slot if ok else None
+                if blob is not None and not ok:
+                    failures[row] = f"batch row {row}: the image bytes cannot be decoded"
                 continue
-            blob = blobs[row]
-            ok = blob is not None and (decode_jpeg_planes_into(blob, slot)
-                                       or _pillow_into(blob, slot))
-            first[row] = slot if ok else None
-            complete[i] &= ok
+            source = first[row]
+            if source is None:
+                complete[i] = False
+            else:
+                np.copyto(slot, source)
+        for row in request_rows:
+            if first[row] is None:
+                complete[i] = False
+                if row in failures:
+                    report(i, failures[row])
+                    break
     tensor = torch.from_numpy(slab)
     return [(tensor[i] if windowed else tensor[i, 0]) if complete[i] else None
             for i in range(n)]
@@ -116,37 +136,51 @@ def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8]) -> bool:
     return True
 
 
-def _decode_one_by_one(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool
-                       ) -> list[torch.Tensor | None]:
-    decoded: dict[int, torch.Tensor | None] = {}
+def _decode_one_by_one(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
+                       report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
+    decoded: dict[int, torch.Tensor | object | None] = {}
     used: set[int] = set()
     out: list[torch.Tensor | None] = []
-    for request_rows in rows.tolist():
+    for i, request_rows in enumerate(rows.tolist()):
         frames: list[torch.Tensor | None] = []
+        failure: str | None = None
         for row in request_rows:
             if row not in decoded:
                 decoded[row] = _to_chw(reader.blob(row))
             frame = decoded[row]
+            if frame is _UNDECODABLE:
+                failure = failure or f"batch row {row}: the image bytes cannot be decoded"
+                frames.append(None)
+                continue
+            assert frame is None or isinstance(frame, torch.Tensor)
             if frame is not None and not windowed and row in used:
                 frame = frame.clone()  # every sample owns its memory (stacking copies anyway)
             used.add(row)
             frames.append(frame)
-        out.append(_assemble(frames, windowed=windowed))
+        result, failure = _assemble(frames, windowed=windowed, failure=failure)
+        if failure is not None:
+            report(i, failure)
+        out.append(result)
     return out
 
 
-def _to_chw(blob: memoryview | None) -> torch.Tensor | None:
+def _to_chw(blob: memoryview | None) -> torch.Tensor | object | None:
     # Contiguous planes, made on a decode thread: stacking them is then a plain copy, where
     # stacking [H, W, C] views would transpose in the collating (main) thread.
-    return None if blob is None else decode_image_chw(blob)
+    if blob is None:
+        return None
+    chw = decode_image_chw(blob)
+    return _UNDECODABLE if chw is None else chw
 
 
-def _assemble(frames: list[torch.Tensor | None], *, windowed: bool) -> torch.Tensor | None:
+def _assemble(frames: list[torch.Tensor | None], *, windowed: bool, failure: str | None
+              ) -> tuple[torch.Tensor | None, str | None]:
     present = [f for f in frames if f is not None]
     if len(present) != len(frames):
-        return None
+        return None, failure
     if not windowed:
-        return present[0]
-    if len({tuple(f.shape) for f in present}) != 1:
-        return None
-    return torch.stack(present)
+        return present[0], None
+    shapes = sorted({tuple(f.shape) for f in present})
+    if len(shapes) != 1:
+        return None, f"the window's images differ in size {shapes}"
+    return torch.stack(present), None

@@ -35,9 +35,9 @@ from rayform.decoders._video_plan import (
     schedule_runs,
 )
 from rayform.decoders._video_runs import RunDecoder, RunFailedError
-from rayform.errors import ConfigError, FormatError
+from rayform.errors import CatalogError, ConfigError, FormatError, LocalStorageError, RemoteError
 from rayform.media._video_asset import AssetPackets
-from rayform.media._video_codec import UnknownCodecError, require_av
+from rayform.media._video_codec import UnknownCodecError, open_decoder, require_av
 from rayform.media._video_frames import (
     PacketColumn,
     first_timestamps,
@@ -84,9 +84,12 @@ class VideoFrameDecoder(ColumnDecoder):
     table of 48 bytes per frame. Within a call only the wanted frames are kept, converted: the
     outputs themselves.
 
-    A sample whose frames cannot be decoded (no keyframe before it, a corrupt packet, an unknown
-    codec, a timestamp the file does not have) gets ``None``, with one ``RuntimeWarning`` per
-    kind of failure per decoder (per worker process).
+    A sample whose frames cannot be decoded (a corrupt packet, a timestamp the file does not
+    have, an unreadable video file) gets ``None``: in a rayform dataset it is reported
+    (:meth:`FieldBatch.report_failure`) and the dataset's ``on_decode_error`` decides; used on its
+    own, the decoder warns once per kind of failure (per worker process). Network, offline, disk
+    and catalog errors always propagate. An unknown ``codec`` raises
+    :class:`~rayform.media._video_codec.UnknownCodecError` when the decoder is built.
 
     Args:
         codec: the packet stream's codec: ``"h264"``, ``"h265"`` (``"hevc"``), ``"av1"`` or an
@@ -139,6 +142,7 @@ class VideoFrameDecoder(ColumnDecoder):
                 f"{decode_threads!r}"
             )
         require_av()
+        open_decoder(codec)  # an unknown codec fails here, not at the first decode
         self.codec = codec
         self.max_decoder_sessions = max_decoder_sessions
         self.thread_count = thread_count
@@ -267,10 +271,10 @@ class VideoFrameDecoder(ColumnDecoder):
                 f"'...:VideoFrameReference:timestamp' (List<Int64>) columns, got "
                 f"{column.type} for {batch.path or 'this field'!r}"
             )
-        results = self._assemble(requests, keys, captured, failures,
-                                 is_windowed=batch.is_windowed)
-        for kind, message in failures:
-            self._warn(kind, message)
+        results = self._assemble(requests, keys, captured, failures, batch)
+        if batch.on_failure is None:  # used on its own: warn; in a dataset: its policy decides
+            for kind, message in failures:
+                self._warn(kind, message)
         return results
 
     def _run_all(self, jobs: list[list[Run]], decode_run: Callable[[Run], bool],
@@ -326,6 +330,8 @@ class VideoFrameDecoder(ColumnDecoder):
             )
         try:
             return self._assets.lookup(batch.open_segment(segment_id), batch.path)
+        except (RemoteError, LocalStorageError, CatalogError):
+            raise  # the network, the disk or the catalog failed, not the video: never None
         except (FormatError, OSError, LookupError) as err:
             failures.append(("asset", f"segment {segment_id!r}: video asset: {err}"))
             return None
@@ -333,27 +339,40 @@ class VideoFrameDecoder(ColumnDecoder):
     # ------------------------------------------------------------------------------- output
     def _assemble(self, requests: Sequence[DecodeRequest],
                   keys: list[list[FrameKey] | Unresolved], captured: dict[FrameKey, Captured],
-                  failures: list[tuple[str, str]], *, is_windowed: bool) -> list[Any]:
+                  failures: list[tuple[str, str]], batch: FieldBatch) -> list[Any]:
+        is_windowed = batch.is_windowed
         outputs = (ViewOutputs(captured) if self.window_storage == "view"
                    else CopyOutputs(captured))
         results: list[Any] = []
         for request, frame_keys in zip(requests, keys, strict=True):
             if isinstance(frame_keys, Unresolved):
-                failures.append((frame_keys.reason, f"segment {request.segment_id!r} at "
-                                 f"{request.index_value!r}: no decodable frame"))
+                message = (f"segment {request.segment_id!r} at {request.index_value!r}: no "
+                           f"decodable frame ({frame_keys.reason})")
+                failures.append((frame_keys.reason, message))
+                batch.report_failure(request, message)
                 results.append(None)
                 continue
             if any(k not in captured for k in frame_keys):
+                batch.report_failure(request, _failure_of(request.segment_id, failures))
                 results.append(None)
                 continue
             shapes = {captured[k].shape for k in frame_keys} if is_windowed else set()
             if len(shapes) > 1:
-                failures.append(("shape", f"segment {request.segment_id!r} at "
-                                 f"{request.index_value!r}: window frames differ in size "
-                                 f"{sorted(shapes)}"))
+                message = (f"segment {request.segment_id!r} at {request.index_value!r}: window "
+                           f"frames differ in size {sorted(shapes)}")
+                failures.append(("shape", message))
+                batch.report_failure(request, message)
                 results.append(None)
                 continue
             results.append(outputs.take(frame_keys, is_windowed=is_windowed))
         return results
+
+
+def _failure_of(segment_id: str, failures: list[tuple[str, str]]) -> str:
+    """What went wrong for a segment's frames (its first noted failure, else the first)."""
+    mine = [m for _, m in failures if f"segment {segment_id!r}" in m]
+    if mine:
+        return mine[0]
+    return failures[0][1] if failures else "its frames were not decoded"
 
 

@@ -5,8 +5,9 @@ under a single wide schema: one column per timeline (``int64``, ``timestamp[ns]`
 ``duration[ns]``; null where the entity has no value on that timeline, and on static rows) and one
 ``List`` column per component (null on other entities' rows). The schema metadata key
 ``rayform:recording`` carries a JSON header (:class:`RecordingHeader`) naming the recording id,
-properties, timelines, entity row ranges (temporal and static blocks apart) and attached assets
-(content-addressed side files such as MP4 videos).
+properties, timelines, entity row ranges (temporal and static blocks apart), attached assets
+(content-addressed side files such as MP4 videos) and, from format version 2 on, the file's
+checksum (see :mod:`rayform.recording._checksum`). Version 1 files (no checksum) are still read.
 """
 
 from __future__ import annotations
@@ -16,14 +17,16 @@ from pathlib import Path
 from typing import Final, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from rayform._digest import Digest
 from rayform.errors import CorruptRecordingError
 from rayform.recording._columns import TimelineKind
 
 HEADER_KEY = b"rayform:recording"
 RECORDING_FORMAT: Final = "rayform-recording"
-RECORDING_FORMAT_VERSION: Final = 1
+RECORDING_FORMAT_VERSION: Final = 2
+READABLE_FORMAT_VERSIONS: Final = (1, 2)
 RECORDING_SUFFIX = ".rfr"
 
 PropertyValue = str | int | float | bool | None
@@ -54,17 +57,34 @@ class RecordingHeader(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     format: Literal["rayform-recording"]
-    format_version: Literal[1]
+    format_version: Literal[1, 2]
     recording_id: str
     application_id: str
     properties: dict[str, PropertyValue]
     timelines: dict[str, TimelineKind]
     entities: dict[str, EntityRows]
     static_entities: dict[str, EntityRows]
-    assets: dict[str, AssetInfo]
+    assets: dict[Digest, AssetInfo]  # content-addressed side files, named by their sha256
+    # Version 2 on: sha256 of the header (without this key), schema and record batches as stored.
+    content_sha256: Digest | None = None
+
+    @model_validator(mode="after")
+    def _checksum_matches_version(self) -> RecordingHeader:
+        if (self.format_version >= 2) != (self.content_sha256 is not None):
+            raise ValueError(
+                f"format_version {self.format_version} "
+                + ("needs a content_sha256" if self.format_version >= 2
+                   else "has no content_sha256 key")
+            )
+        return self
 
     def to_bytes(self) -> bytes:
-        return self.model_dump_json().encode()
+        unset = {"content_sha256"} if self.content_sha256 is None else None  # version 1 files
+        return self.model_dump_json(exclude=unset).encode()
+
+    def canonical_bytes(self) -> bytes:
+        """The header as the checksum covers it: canonical JSON without ``content_sha256``."""
+        return self.model_dump_json(exclude={"content_sha256"}).encode()
 
 
 def header_from_schema(schema: pa.Schema, *, source: str) -> RecordingHeader:
@@ -81,12 +101,15 @@ def header_from_schema(schema: pa.Schema, *, source: str) -> RecordingHeader:
         )
     try:
         payload = json.loads(raw)
-    except json.JSONDecodeError as err:
-        raise CorruptRecordingError(f"{source}: recording header is not valid JSON: {err}") from err
-    if isinstance(payload, dict) and payload.get("format_version") not in (None, 1):
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise CorruptRecordingError(
+            f"{source}: recording header is not valid UTF-8 JSON (damaged file): {err}"
+        ) from err
+    if isinstance(payload, dict) and payload.get("format_version") not in (None,
+                                                                           *READABLE_FORMAT_VERSIONS):
         raise CorruptRecordingError(
             f"{source}: recording format_version {payload.get('format_version')!r} is not supported "
-            f"by this rayform (supports {RECORDING_FORMAT_VERSION}); upgrade rayform"
+            f"by this rayform (reads {list(READABLE_FORMAT_VERSIONS)}); upgrade rayform"
         )
     try:
         return RecordingHeader.model_validate(payload)
@@ -110,12 +133,15 @@ def open_recording(path: Path) -> tuple[RecordingHeader, pa.Table]:
     """Memory-map a recording file and return its header and (zero-copy) table.
 
     Raises:
+        FileNotFoundError: ``path`` does not exist.
         CorruptRecordingError: the file is truncated, not Arrow, or has a bad header.
     """
     try:
         source = pa.memory_map(str(path), "r")
         reader = pa.ipc.open_file(source)
         table = reader.read_all()
+    except FileNotFoundError:
+        raise  # gone, not damaged: a cached object may be fetched again
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as err:
         raise CorruptRecordingError(
             f"{path}: not a readable rayform recording (truncated or damaged Arrow IPC file): {err}"

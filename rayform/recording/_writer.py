@@ -29,7 +29,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rayform._atomic import atomic_path
+from rayform._local_writes import naming_full_disk
 from rayform.errors import ConfigError, SchemaConflictError
+from rayform.recording._checksum import batch_messages, content_digest
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     ENCODED_IMAGE_MEDIA_TYPE,
@@ -45,6 +47,7 @@ from rayform.recording._columns import (
     TimelineKind,
 )
 from rayform.recording._file import (
+    HEADER_KEY,
     RECORDING_FORMAT,
     RECORDING_FORMAT_VERSION,
     AssetInfo,
@@ -58,6 +61,7 @@ TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
 ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
 
 ASSETS_SUFFIX = ".assets"
+_UNSET_DIGEST = "0" * 64
 
 
 def timeline_array(name: str, values: TimelineLike) -> tuple[TimelineKind, pa.Array]:
@@ -349,8 +353,11 @@ class RecordingWriter:
             entities=entities,
             static_entities=static_entities,
             assets={h: info for h, (_, info) in self._assets.items()},
+            content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        schema = schema.with_metadata({b"rayform:recording": header.to_bytes()})
+        digest = content_digest(header, schema, batch_messages(batches))
+        header = header.model_copy(update={"content_sha256": digest})
+        schema = schema.with_metadata({HEADER_KEY: header.to_bytes()})
         table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         return header, table
 
@@ -358,7 +365,8 @@ class RecordingWriter:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
         _, table = self.build_table()
-        with atomic_path(self._path) as tmp:
+        with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
+                atomic_path(self._path) as tmp:
             with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
                 for batch in table.to_batches():
                     writer.write_batch(batch)

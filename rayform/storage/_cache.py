@@ -26,13 +26,16 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from rayform._atomic import write_atomic
+from rayform._digest import is_digest, require_digest
+from rayform._local_writes import disk_full_error, is_disk_full
+from rayform._paths import path_under
+from rayform.errors import CacheError, LocalStorageError
 from rayform.storage._retry import RetryPolicy, TransientError
 from rayform.storage._store import sha256_file
 
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
-_HEX = frozenset("0123456789abcdef")
 
 
 def default_cache_dir() -> Path:
@@ -46,10 +49,6 @@ def is_offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
-def is_digest(text: str) -> bool:
-    return len(text) == 64 and set(text) <= _HEX
-
-
 class Sink(Protocol):
     """Where a transport writes a download's bytes."""
 
@@ -57,17 +56,23 @@ class Sink(Protocol):
 
 
 class HashingSink:
-    """A sink that writes to a file and hashes (sha256) and counts what it writes."""
+    """A sink that writes to a file and hashes (sha256) and counts what it writes; with a
+    ``cache``, a failure to write is named after the cache (a full disk is never a network
+    error)."""
 
-    def __init__(self, fh: BinaryIO) -> None:
+    def __init__(self, fh: BinaryIO, cache: ObjectCache | None = None) -> None:
         self._fh = fh
+        self._cache = cache
         self.hash = hashlib.sha256()
         self.size = 0
 
     def write(self, data: bytes, /) -> int:
         self.hash.update(data)
         self.size += len(data)
-        return self._fh.write(data)
+        if self._cache is None:
+            return self._fh.write(data)
+        with self._cache.writing("writing a download"):
+            return self._fh.write(data)
 
 
 Download = Callable[[Sink], None]
@@ -77,7 +82,18 @@ class ObjectCache:
     """A content-addressed object cache in one folder (see the module docstring for the layout)."""
 
     def __init__(self, root: Path | None = None) -> None:
+        """Open the cache folder ``root`` (default :func:`default_cache_dir`); nothing is created
+        until something is cached.
+
+        Raises:
+            CacheError: ``root`` exists and is not a folder.
+        """
         self.root = (root if root is not None else default_cache_dir()).expanduser().resolve()
+        if self.root.exists() and not self.root.is_dir():
+            raise CacheError(
+                f"cache folder {self.root} is a file, not a folder; point {CACHE_ENV} at a folder "
+                "(or unset it to use ~/.cache/rayform)"
+            )
         self._verified: dict[str, tuple[int, int, int]] = {}
         self._swept = False
 
@@ -86,12 +102,39 @@ class ObjectCache:
 
     # ------------------------------------------------------------------------------ paths
     def path_of(self, digest: str) -> Path:
-        """Where the object ``digest`` lives in the cache (whether or not it is there)."""
-        return self.root / "objects" / digest[:2] / digest
+        """Where the object ``digest`` lives in the cache (whether or not it is there).
+
+        Raises:
+            CorruptMetadataError: ``digest`` is not a sha256 (a crafted path must never reach
+                the cache, which deletes copies that do not match their name).
+        """
+        require_digest(digest, what=f"object in cache {self.root}")
+        return path_under(self.root, f"objects/{digest[:2]}/{digest}", what=f"cache {self.root}")
+
+    @contextlib.contextmanager
+    def writing(self, what: str) -> Iterator[None]:
+        """Name local write failures in the block after the cache: a full disk is
+        :class:`DiskFullError`, a folder gone or replaced by a file :class:`CacheError` — never a
+        ``FileNotFoundError`` a caller could take for a missing remote file."""
+        try:
+            yield
+        except LocalStorageError:
+            raise
+        except OSError as err:
+            if is_disk_full(err):
+                raise disk_full_error(err, self.root, what=f"{what} in the cache") from err
+            if isinstance(err, FileNotFoundError | NotADirectoryError | FileExistsError):
+                raise CacheError(
+                    f"{what} in the cache {self.root} failed: {err}; the folder was deleted or "
+                    f"replaced while in use, or {CACHE_ENV} names a file — stop whatever removes "
+                    f"it, or point {CACHE_ENV} at another folder"
+                ) from err
+            raise
 
     def tmp_dir(self) -> Path:
         path = self.root / "tmp"
-        path.mkdir(parents=True, exist_ok=True)
+        with self.writing("creating the download folder"):
+            path.mkdir(parents=True, exist_ok=True)
         if not self._swept:
             self._swept = True
             _sweep_stale_parts(path)
@@ -99,7 +142,8 @@ class ObjectCache:
 
     def staging_dir(self) -> Path:
         """A fresh folder on the cache's filesystem for one operation's temporary files."""
-        return Path(tempfile.mkdtemp(prefix="staging-", dir=self.tmp_dir()))
+        with self.writing("creating a staging folder"):
+            return Path(tempfile.mkdtemp(prefix="staging-", dir=self.tmp_dir()))
 
     # ------------------------------------------------------------------------------ reads
     def cached(self, digest: str) -> Path | None:
@@ -160,11 +204,14 @@ class ObjectCache:
     def _download_once(self, digest: str, download: Download) -> Path:
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
         try:
-            with tmp.open("wb") as fh:
-                sink = HashingSink(fh)
+            with self.writing("starting a download"):
+                fh = tmp.open("wb")
+            with fh:
+                sink = HashingSink(fh, self)
                 download(sink)
-                fh.flush()
-                os.fsync(fh.fileno())
+                with self.writing("finishing a download"):
+                    fh.flush()
+                    os.fsync(fh.fileno())
             got = sink.hash.hexdigest()
             if got != digest:
                 raise TransientError(
@@ -178,10 +225,11 @@ class ObjectCache:
 
     def _install(self, tmp: Path, digest: str) -> Path:
         path = self.path_of(digest)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(tmp, 0o444)
-        os.replace(tmp, path)  # atomic: readers see no file or the whole file
-        st = path.stat()
+        with self.writing(f"storing object {digest}"):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.chmod(tmp, 0o444)
+            os.replace(tmp, path)  # atomic: readers see no file or the whole file
+            st = path.stat()
         self._verified[digest] = (st.st_ino, st.st_size, st.st_mtime_ns)
         return path
 
@@ -192,7 +240,7 @@ class ObjectCache:
             return present
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
         try:
-            with src.open("rb") as fin, tmp.open("wb") as fout:
+            with src.open("rb") as fin, self.writing(f"copying {src}"), tmp.open("wb") as fout:
                 h = hashlib.sha256()
                 while chunk := fin.read(1 << 22):
                     h.update(chunk)
@@ -213,7 +261,7 @@ class ObjectCache:
             return digest
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
         try:
-            with tmp.open("wb") as fh:
+            with self.writing("storing metadata"), tmp.open("wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
@@ -230,7 +278,8 @@ class ObjectCache:
                 return
         except (FileNotFoundError, UnicodeDecodeError, NotADirectoryError):
             pass
-        write_atomic(path, digest.encode())
+        with self.writing("storing a metadata pointer"):
+            write_atomic(path, digest.encode())
 
     @contextlib.contextmanager
     def _lock(self, digest: str) -> Iterator[None]:
@@ -241,8 +290,9 @@ class ObjectCache:
             yield
             return
         locks = self.root / "locks"
-        locks.mkdir(parents=True, exist_ok=True)
-        fd = os.open(locks / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+        with self.writing("creating a lock file"):
+            locks.mkdir(parents=True, exist_ok=True)
+            fd = os.open(locks / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT, 0o666)
         try:
             # ENOLCK on an NFS mount without a lock manager: go on unlocked (still correct,
             # the object may just be downloaded twice).
@@ -261,9 +311,10 @@ class MetadataCache:
         self.dir = cache.root / "meta" / hashlib.sha256(url.encode()).hexdigest()[:16]
 
     def _pointer(self, space: str, name: str) -> Path:
-        parts = [p for p in name.split("/") if p]
-        return self.dir.joinpath(space, *parts, "@ref") if space == "lists" \
-            else self.dir.joinpath(space, *parts)
+        key = "/".join([space, *(name.strip("/").split("/") if name.strip("/") else [])])
+        if space == "lists":
+            key += "/@ref"
+        return path_under(self.dir, key, what=f"metadata cache {self.dir}")
 
     def get(self, space: str, name: str) -> bytes | None:
         """The last content stored for ``name`` in ``space`` (``"keys"`` or ``"lists"``)."""

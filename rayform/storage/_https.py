@@ -18,7 +18,7 @@ from rayform.errors import CatalogNotFoundError, CorruptMetadataError, RemoteErr
 from rayform.storage._cache import Sink
 from rayform.storage._listing import decode_listing, listing_key
 from rayform.storage._remote import Transport
-from rayform.storage._retry import RetryPolicy, TransientError
+from rayform.storage._retry import RetryPolicy, TransientError, response_timeout_s
 
 CA_BUNDLE_ENV = "RAYFORM_CA_BUNDLE"
 CHUNK_BYTES = 1 << 20
@@ -41,6 +41,7 @@ class HttpTransport(Transport):
         self._port = parts.port
         self._base = parts.path.rstrip("/")
         self._timeout_s = retry.timeout_s
+        self._connect_timeout_s = retry.connect_timeout_s
         self._local = threading.local()
         self._context: ssl.SSLContext | None = None
         self._root_listed: bool | None = None
@@ -55,15 +56,23 @@ class HttpTransport(Transport):
     def _connection(self) -> http.client.HTTPConnection:
         conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            connect_s = response_timeout_s(self._connect_timeout_s)
             if self._scheme == "https":
-                conn = http.client.HTTPSConnection(self._host, self._port,
-                                                   timeout=self._timeout_s,
+                conn = http.client.HTTPSConnection(self._host, self._port, timeout=connect_s,
                                                    context=self._ssl_context())
             else:
-                conn = http.client.HTTPConnection(self._host, self._port, timeout=self._timeout_s)
+                conn = http.client.HTTPConnection(self._host, self._port, timeout=connect_s)
             self._local.conn = conn
             self._local.pid = os.getpid()
+        if conn.sock is None:
+            conn.timeout = response_timeout_s(self._connect_timeout_s)
+            conn.connect()  # a short connect timeout; reads get their own below
         return conn
+
+    def _set_timeout(self, conn: http.client.HTTPConnection, seconds: float) -> None:
+        if conn.sock is not None:
+            conn.sock.settimeout(seconds)
+        conn.timeout = seconds
 
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
@@ -76,10 +85,14 @@ class HttpTransport(Transport):
 
     def _request(self, method: str, key: str) -> http.client.HTTPResponse:
         where = f"{self.url}/{key}"
-        conn = self._connection()
         try:
+            conn = self._connection()
+            # Waiting for the response counts against the operation's deadline; reading the
+            # body only against the stall timeout (a large download in progress is not cut).
+            self._set_timeout(conn, response_timeout_s(self._timeout_s))
             conn.request(method, self._path(key), headers={"Accept-Encoding": "identity"})
             resp = conn.getresponse()
+            self._set_timeout(conn, self._timeout_s)
         except ssl.SSLCertVerificationError as err:
             self._drop()
             raise RemoteError(
@@ -112,16 +125,23 @@ class HttpTransport(Transport):
         resp = self._request("GET", key)
         expected = resp.getheader("Content-Length")
         received = 0
-        try:
-            while chunk := resp.read(CHUNK_BYTES):
-                sink.write(chunk)
-                received += len(chunk)
-        except (OSError, http.client.HTTPException) as err:
-            self._drop()
-            raise TransientError(
-                f"GET {self.url}/{key}: connection dropped after {received} bytes: "
-                f"{type(err).__name__}: {err}"
-            ) from err
+        while True:
+            try:
+                chunk = resp.read(CHUNK_BYTES)
+            except (OSError, http.client.HTTPException) as err:
+                self._drop()
+                raise TransientError(
+                    f"GET {self.url}/{key}: connection dropped after {received} bytes: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+            if not chunk:
+                break
+            try:
+                sink.write(chunk)  # a local failure (a full disk) is never a network one
+            except BaseException:
+                self._drop()
+                raise
+            received += len(chunk)
         if expected is not None and received != int(expected):
             self._drop()
             raise TransientError(

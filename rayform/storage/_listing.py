@@ -14,13 +14,15 @@ every name created before that — and any name created later is followed by its
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from rayform._atomic import write_atomic
+from rayform._paths import KeyComponent, path_under
+from rayform.errors import CorruptMetadataError
 from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 
 LISTING_NAME = ".listing.json"
@@ -35,7 +37,7 @@ class Listing(BaseModel):
 
     format: Literal["rayform-listing"]
     format_version: Literal[1]
-    names: list[str]
+    names: list[KeyComponent]
 
 
 def listing_key(prefix: str) -> str:
@@ -87,7 +89,7 @@ class LocalListings:
         self.root = root
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/")) if key else self.root
+        return path_under(self.root, key, what=f"catalog {self.root}")
 
     def _list(self, prefix: str) -> list[str]:
         try:
@@ -104,17 +106,15 @@ class LocalListings:
     def _write(self, key: str, data: bytes) -> None:
         staging = self.root / STAGING_DIR  # a killed writer leaves no stray file in the folder
         staging.mkdir(exist_ok=True)
-        write_atomic(self._path(key), data, tmp_dir=staging)
+        write_atomic(self._path(key), data, tmp_dir=staging, durable=True)
 
     def refresh_above(self, key: str) -> None:
         """Update the listing of every folder above a newly created ``key``."""
         for prefix in ancestors(key):
             refresh_listing(prefix, list_names=self._list, read=self._read, write=self._write)
 
-    def refresh_all(self) -> int:
-        """Write listings for every metadata folder of the catalog (for catalogs made before
-        listings existed, or copied without them). Returns the number of folders indexed."""
-        count = 0
+    def metadata_folders(self) -> Iterator[str]:
+        """The prefix of every folder that has a listing (all but ``objects/`` and hidden ones)."""
         for dirpath, dirnames, _ in os.walk(self.root):
             rel = os.path.relpath(dirpath, self.root)
             prefix = "" if rel == "." else rel.replace(os.sep, "/")
@@ -122,9 +122,38 @@ class LocalListings:
                                                         if p):
                 dirnames[:] = []
                 continue
+            yield prefix
+
+    def refresh_all(self) -> int:
+        """Write listings for every metadata folder of the catalog (for catalogs made before
+        listings existed, or copied without them). Returns the number of folders indexed."""
+        count = 0
+        for prefix in self.metadata_folders():
             refresh_listing(prefix, list_names=self._list, read=self._read, write=self._write)
             count += 1
         return count
+
+    def stale(self) -> list[tuple[str, str]]:
+        """``(listing key, what is wrong)`` for every listing that is missing, unreadable or does
+        not name exactly what its folder holds (nothing is written)."""
+        out: list[tuple[str, str]] = []
+        for prefix in self.metadata_folders():
+            key = listing_key(prefix)
+            raw = self._read(key)
+            wanted = sorted(n for n in self._list(prefix) if is_listed(n))
+            if raw is None:
+                out.append((key, "missing"))
+                continue
+            try:
+                listed = decode_listing(raw, source=key)
+            except CorruptMetadataError as err:
+                out.append((key, str(err)))
+                continue
+            if listed != wanted:
+                missing = sorted(set(wanted) - set(listed))
+                extra = sorted(set(listed) - set(wanted))
+                out.append((key, f"stale: lacks {missing}, names absent {extra}"))
+        return out
 
 
 def index_catalog(path: str | os.PathLike[str]) -> int:

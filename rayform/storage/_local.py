@@ -1,4 +1,10 @@
-"""Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface."""
+"""Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface.
+
+Durability: an object's bytes and its name are fsynced before :meth:`LocalStore.put_object`
+returns, and a metadata file's bytes before its exclusive link and its folder after it, so a
+commit (a snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports survives a
+power loss together with everything it names.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,10 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from rayform._atomic import fsync_dir, fsync_file, make_dirs_durable
+from rayform._local_writes import naming_full_disk
+from rayform._paths import path_under
+from rayform.errors import ObjectMissingError
 from rayform.storage._hashcopy import copy_hashed
 from rayform.storage._listing import LocalListings
 from rayform.storage._store import STAGING_DIR, Store, object_key
@@ -20,7 +30,7 @@ class LocalStore(Store):
         self.url = str(self.root)
 
     def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/"))
+        return path_under(self.root, key, what=f"catalog {self.url}")
 
     def read_bytes(self, key: str) -> bytes:
         return self._path(key).read_bytes()
@@ -35,8 +45,12 @@ class LocalStore(Store):
             return []
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
+        with naming_full_disk(self.root, what=f"writing {key} into catalog {self.url}"):
+            return self._create_exclusive(key, data)
+
+    def _create_exclusive(self, key: str, data: bytes) -> bool:
         dest = self._path(key)
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_dirs_durable(dest.parent, root=self.root)
         # The temporary file lives in the staging folder, so a writer killed before the link
         # leaves no stray file next to the metadata (only invisible garbage in .staging).
         staging = self.root / STAGING_DIR
@@ -48,39 +62,68 @@ class LocalStore(Store):
             os.fsync(fh.fileno())
         try:
             os.link(tmp, dest)  # atomic, fails if dest exists: the commit point
+            created = True
         except FileExistsError:
-            return False
+            created = False
         finally:
             tmp.unlink()
-        # Listing files let a static HTTPS server publish this directory as a catalog.
+        if created:
+            fsync_dir(dest.parent)  # the commit survives a power loss once this returns
+        # Listing files let a static HTTPS server publish this directory as a catalog. They are
+        # refreshed after a lost race too: a writer killed between its link and its refresh
+        # left them stale, and the next write there repairs them.
         LocalListings(self.root).refresh_above(key)
-        return True
+        return created
 
     def put_object(self, src: Path) -> tuple[str, int]:
+        with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):
+            return self._put_object(src)
+
+    def _put_object(self, src: Path) -> tuple[str, int]:
         staging = self.root / STAGING_DIR
         staging.mkdir(exist_ok=True)
         tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
         try:
             digest, size = copy_hashed(src, tmp)
             dest = self._path(object_key(digest))
-            if not dest.exists():
+            if not self.keep_object(digest):  # (present: now marked in use for a gc)
+                # Durable before any snapshot can name it: bytes, then the name in its folder.
+                fsync_file(tmp)
                 os.chmod(tmp, 0o444)
                 try:
                     os.replace(tmp, dest)
                 except FileNotFoundError:  # first object under this prefix
-                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    make_dirs_durable(dest.parent, root=self.root)
                     os.replace(tmp, dest)
+                fsync_dir(dest.parent)
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
 
+    def keep_object(self, digest: str) -> bool:
+        """True when the object is stored; its modification time is renewed, so that a
+        concurrent ``gc_catalog`` treats it as new (within its grace period) until the commit
+        that reuses it lands."""
+        path = self._path(object_key(digest))
+        try:
+            os.utime(path)
+        except FileNotFoundError:
+            return False
+        except OSError:  # another user's object on a shared catalog: present, not renewable
+            return path.exists()
+        return True
+
     def object_path(self, digest: str) -> Path:
         path = self._path(object_key(digest))
         if not path.exists():
-            raise FileNotFoundError(f"object {digest} is missing from catalog {self.url}")
+            raise ObjectMissingError(
+                f"object {digest} is missing from catalog {self.url} ({path}); the catalog is "
+                "damaged: restore the object from a copy, or unregister the segments naming it"
+            )
         return path
 
     def staging_dir(self) -> Path:
         base = self.root / STAGING_DIR
-        base.mkdir(exist_ok=True)
-        return Path(tempfile.mkdtemp(dir=base))
+        with naming_full_disk(self.root, what=f"creating a staging folder in {self.url}"):
+            base.mkdir(exist_ok=True)
+            return Path(tempfile.mkdtemp(dir=base))

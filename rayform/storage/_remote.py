@@ -16,7 +16,8 @@ import re
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from rayform.errors import OfflineError, ReadOnlyCatalogError
+from rayform._paths import component_problem
+from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._retry import RetryPolicy
 from rayform.storage._store import Store, object_key, sha256_file
@@ -71,8 +72,11 @@ class RemoteStore(Store):
     """A catalog on an object store or web server, read through the local cache."""
 
     def __init__(self, transport: Transport, *, cache: ObjectCache | None = None,
-                 retry: RetryPolicy | None = None) -> None:
+                 retry: RetryPolicy | None = None, offline: bool = False) -> None:
+        """A remote catalog's store; ``offline`` forbids the network whatever
+        ``RAYFORM_OFFLINE`` says (see :meth:`offline_view`)."""
         self.transport = transport
+        self.offline = offline
         self.url = transport.url
         self.read_only = not transport.writable
         self.cache = cache if cache is not None else ObjectCache()
@@ -84,6 +88,15 @@ class RemoteStore(Store):
         return f"{type(self).__name__}({self.url!r}, cache={str(self.cache.root)!r})"
 
     # ------------------------------------------------------------------------- offline
+    def is_offline(self) -> bool:
+        """True when this store may not use the network (``offline`` or ``RAYFORM_OFFLINE``)."""
+        return self.offline or is_offline()
+
+    def offline_view(self) -> RemoteStore:
+        """The same catalog and cache, read as an offline process would (what ``rayform pull``
+        checks before it reports success)."""
+        return RemoteStore(self.transport, cache=self.cache, retry=self.retry, offline=True)
+
     def _offline(self, what: str) -> OfflineError:
         return OfflineError(
             f"RAYFORM_OFFLINE=1 forbids network access and {what} of catalog {self.url} is not "
@@ -108,32 +121,51 @@ class RemoteStore(Store):
             cached = self.meta.get(space, key)
             if cached is not None:
                 return cached
-        if is_offline():
+        if self.is_offline():
             cached = self.meta.get(space, key)
             if cached is None:
                 raise self._offline(f"metadata file {key!r}")
             return cached
         data = self.retry.run(lambda: self.transport.get(key), what=f"GET {self.url}/{key}")
-        self.meta.put(space, key, data)
+        self._remember(space, key, data)
         return data
 
+    def _remember(self, space: str, key: str, data: bytes) -> None:
+        """Cache a metadata file for offline use; a cache folder deleted meanwhile is recreated
+        once (a second failure is a :class:`CacheError`, never a missing remote file)."""
+        try:
+            self.meta.put(space, key, data)
+        except CacheError:
+            self.meta.put(space, key, data)
+
     def exists(self, key: str) -> bool:
-        if is_offline():
+        if self.is_offline():
             if self.meta.get(self._space(key), key) is not None:
                 return True
             raise self._offline(f"{key!r}")
         return self.retry.run(lambda: self.transport.exists(key), what=f"HEAD {self.url}/{key}")
 
     def list_names(self, prefix: str) -> list[str]:
-        if is_offline():
+        if self.is_offline():
             cached = self.meta.get("lists", prefix)
             if cached is None:
                 raise self._offline(f"the listing of {prefix or '/'!r}")
-            return sorted(n for n in cached.decode().split("\n") if n)
-        names = sorted(self.retry.run(lambda: self.transport.list_names(prefix),
-                                      what=f"list {self.url}/{prefix}"))
-        self.meta.put("lists", prefix, "\n".join(names).encode())
+            return self._checked_names(prefix, [n for n in cached.decode().split("\n") if n])
+        names = self._checked_names(prefix, self.retry.run(
+            lambda: self.transport.list_names(prefix), what=f"list {self.url}/{prefix}"))
+        self._remember("lists", prefix, "\n".join(names).encode())
         return names
+
+    def _checked_names(self, prefix: str, names: list[str]) -> list[str]:
+        """The listed names, each a single safe path component (listings are untrusted)."""
+        for name in names:
+            problem = component_problem(name)
+            if problem is not None:
+                raise CorruptMetadataError(
+                    f"listing of {self.url}/{prefix}: name {name[:80]!r} {problem}; the catalog "
+                    "is damaged or crafted — refusing to read it"
+                )
+        return sorted(names)
 
     # --------------------------------------------------------------------------- writes
     def _require_writable(self, what: str) -> None:
@@ -141,7 +173,7 @@ class RemoteStore(Store):
             raise ReadOnlyCatalogError(
                 f"catalog {self.url} is read-only ({what}); write into a local or s3:// catalog"
             )
-        if is_offline():
+        if self.is_offline():
             raise OfflineError(f"RAYFORM_OFFLINE=1 forbids {what} in catalog {self.url}; unset it")
 
     def create_exclusive(self, key: str, data: bytes) -> bool:
@@ -149,7 +181,7 @@ class RemoteStore(Store):
         created = self.retry.run(lambda: self.transport.put_exclusive(key, data),
                                  what=f"PUT {self.url}/{key}")
         if created:
-            self.meta.put(self._space(key), key, data)
+            self._remember(self._space(key), key, data)
         return created
 
     def put_object(self, src: Path) -> tuple[str, int]:
@@ -167,11 +199,18 @@ class RemoteStore(Store):
         cached = self.cache.cached(digest)
         if cached is not None:
             return cached
-        if is_offline():
+        if self.is_offline():
             raise self._offline(f"object {digest}")
         key = object_key(digest)
-        return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
-                                retry=self.retry, what=f"download {self.url}/{key}")
+
+        def fetch() -> Path:
+            return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
+                                    retry=self.retry, what=f"download {self.url}/{key}")
+
+        try:
+            return fetch()
+        except CacheError:  # the cache folder was removed mid-download: once more
+            return fetch()
 
     def is_cached(self, digest: str) -> bool:
         """True when ``digest`` is in the local cache (verified)."""

@@ -6,19 +6,25 @@ Credentials, region and endpoint come from boto3's usual chain (``AWS_ACCESS_KEY
 same way for both remote protocols. One client per process (thread-safe), made after a fork.
 
 Exclusive creates (metadata commits) send ``If-None-Match: *``, which AWS S3, MinIO and R2 honour:
-of two writers racing for the same snapshot number exactly one wins. A server that ignores the
-header (``rclone serve s3`` 1.75 does) still gets a check before the write, but two writers
-committing within the same instant could then overwrite each other: serialise writers there.
+of two writers racing for the same snapshot number exactly one wins. Before its first commit a
+process probes the server (one hidden key written twice with the header, then deleted). A server
+that ignores the header (``rclone serve s3`` 1.75 does) would let two writers committing at once
+overwrite each other and lose registrations, each reported as a success, so commits there are
+refused with :class:`~rayform.errors.UnsafeStoreError` — unless ``RAYFORM_S3_SINGLE_WRITER=1``
+declares that one process writes at a time; each commit is then checked before the write and read
+back after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
-from rayform.errors import CatalogNotFoundError, RemoteError
+from rayform.errors import CatalogNotFoundError, RemoteError, UnsafeStoreError
 from rayform.storage._cache import Sink
 from rayform.storage._remote import Transport
 from rayform.storage._retry import RetryPolicy, TransientError
@@ -40,6 +46,15 @@ def _boto() -> Any:
     return boto3, botocore
 
 
+SINGLE_WRITER_ENV = "RAYFORM_S3_SINGLE_WRITER"
+_CONDITIONAL: dict[tuple[str, str], bool] = {}  # (endpoint, bucket) -> honours If-None-Match
+
+
+def single_writer() -> bool:
+    """True when ``RAYFORM_S3_SINGLE_WRITER`` declares that one process writes at a time."""
+    return os.environ.get(SINGLE_WRITER_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
 _CLIENTS: dict[tuple[object, ...], Any] = {}
 _CLIENTS_LOCK = threading.Lock()
 _CLIENT_ENV = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ACCESS_KEY_ID", "AWS_PROFILE",
@@ -57,10 +72,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _client_for(timeout_s: float) -> Any:
+def _client_for(connect_timeout_s: float, timeout_s: float) -> Any:
     """This process's boto3 S3 client for the current AWS settings (made once: building one
     costs ~0.2 s of model loading; clients are thread-safe, and a fork gets a new one)."""
-    key = (os.getpid(), timeout_s, *(os.environ.get(name) for name in _CLIENT_ENV))
+    key = (os.getpid(), connect_timeout_s, timeout_s,
+           *(os.environ.get(name) for name in _CLIENT_ENV))
     client = _CLIENTS.get(key)
     if client is not None:
         return client
@@ -72,7 +88,7 @@ def _client_for(timeout_s: float) -> Any:
                                    or os.environ.get("AWS_ENDPOINT_URL"))
             config = botocore.config.Config(
                 retries={"total_max_attempts": 1, "mode": "standard"},
-                connect_timeout=timeout_s,
+                connect_timeout=connect_timeout_s,
                 read_timeout=timeout_s,
                 max_pool_connections=32,
                 s3={"addressing_style": "path" if custom_endpoint else "auto"},
@@ -100,11 +116,11 @@ class S3Transport(Transport):
         self.url = f"s3://{rest}"
         self.bucket = bucket
         self.prefix = prefix.strip("/")
-        self._timeout_s = retry.timeout_s
+        self._timeouts = (retry.connect_timeout_s, retry.timeout_s)
 
     # --------------------------------------------------------------------------- client
     def _client(self) -> Any:
-        return _client_for(self._timeout_s)
+        return _client_for(*self._timeouts)
 
     def _key(self, key: str) -> str:
         return f"{self.prefix}/{key}" if self.prefix else key
@@ -147,13 +163,18 @@ class S3Transport(Transport):
         body = resp["Body"]
         expected = int(resp.get("ContentLength", -1))
         received = 0
+        chunks = body.iter_chunks(CHUNK_BYTES)
         try:
-            for chunk in body.iter_chunks(CHUNK_BYTES):
-                sink.write(chunk)
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
+                    raise TransientError(f"{what}: connection dropped after {received} bytes: "
+                                         f"{type(err).__name__}: {err}") from err
+                sink.write(chunk)  # a local failure (a full disk) is never a network one
                 received += len(chunk)
-        except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
-            raise TransientError(f"{what}: connection dropped after {received} bytes: "
-                                 f"{type(err).__name__}: {err}") from err
         finally:
             body.close()
         if 0 <= expected != received:
@@ -187,7 +208,23 @@ class S3Transport(Transport):
 
     # ---------------------------------------------------------------------------- writes
     def put_exclusive(self, key: str, data: bytes) -> bool:
-        if self.exists(key):  # also covers servers that ignore If-None-Match
+        """Create ``key`` unless it exists (see the module docstring for unsafe servers).
+
+        Raises:
+            UnsafeStoreError: the server ignores ``If-None-Match`` and
+                ``RAYFORM_S3_SINGLE_WRITER`` is not set.
+        """
+        if not self.honours_conditional_writes():
+            if not single_writer():
+                raise UnsafeStoreError(
+                    f"{self.url}: this S3 server ignores If-None-Match (conditional writes), so "
+                    "two writers committing at once would overwrite each other's snapshots and "
+                    "lose registrations; use a server that honours it (AWS S3, MinIO, "
+                    f"Cloudflare R2), or, if only one process ever writes to this catalog at a "
+                    f"time, set {SINGLE_WRITER_ENV}=1"
+                )
+            return self._put_checked(key, data)
+        if self.exists(key):
             return False
         try:
             self._call(f"PUT {self.url}/{key}", self._client().put_object, Bucket=self.bucket,
@@ -195,6 +232,44 @@ class S3Transport(Transport):
         except FileExistsError:
             return False
         return True
+
+    def _put_checked(self, key: str, data: bytes) -> bool:
+        """A single writer's create on a server without conditional writes: absent before, and
+        ours when read back (a concurrent writer would show as a different content)."""
+        if self.exists(key):
+            return False
+        self._call(f"PUT {self.url}/{key}", self._client().put_object, Bucket=self.bucket,
+                   Key=self._key(key), Body=data)
+        try:
+            return self.get(key) == data
+        except FileNotFoundError:
+            return False
+
+    def honours_conditional_writes(self) -> bool:
+        """Whether the server refuses a second ``PUT`` with ``If-None-Match: *`` (probed once per
+        process, endpoint and bucket: a hidden key written twice, then deleted)."""
+        endpoint = str(self._client().meta.endpoint_url)
+        cache_key = (endpoint, self.bucket)
+        known = _CONDITIONAL.get(cache_key)
+        if known is not None:
+            return known
+        probe = self._key(f".rayform-probe-{uuid.uuid4().hex}")
+        what = f"probing {self.url} for conditional writes"
+        client = self._client()
+        try:
+            self._call(what, client.put_object, Bucket=self.bucket, Key=probe, Body=b"1",
+                       IfNoneMatch="*")
+            try:
+                self._call(what, client.put_object, Bucket=self.bucket, Key=probe, Body=b"2",
+                           IfNoneMatch="*")
+                honoured = False
+            except FileExistsError:
+                honoured = True
+        finally:
+            with contextlib.suppress(Exception):
+                client.delete_object(Bucket=self.bucket, Key=probe)
+        _CONDITIONAL[cache_key] = honoured
+        return honoured
 
     def upload(self, key: str, src: Path) -> None:
         if src.stat().st_size > SINGLE_PUT_LIMIT:

@@ -9,14 +9,26 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+from rayform._digest import require_digest
+from rayform.errors import ObjectMissingError
+
+_T = TypeVar("_T")
 
 OBJECTS_PREFIX = "objects"
 STAGING_DIR = ".staging"
 
 
 def object_key(digest: str) -> str:
-    """The key of a content-addressed object."""
+    """The key of a content-addressed object.
+
+    Raises:
+        CorruptMetadataError: ``digest`` is not 64 lowercase hex characters.
+    """
+    require_digest(digest, what="object key")
     return f"{OBJECTS_PREFIX}/{digest[:2]}/{digest}"
 
 
@@ -53,9 +65,38 @@ class Store(ABC):
     def put_object(self, src: Path) -> tuple[str, int]:
         """Copy ``src`` into the object store under its sha256; returns (digest, size)."""
 
+    def keep_object(self, digest: str) -> bool:
+        """True when the object is stored, marking it as in use where the store can (a local
+        catalog renews its time, so a concurrent garbage collection keeps it)."""
+        return self.exists(object_key(digest))
+
     @abstractmethod
     def object_path(self, digest: str) -> Path:
         """A local, read-only path of the object's bytes (fetched into the cache if remote)."""
+
+    def read_object(self, digest: str, read: Callable[[Path], _T]) -> _T:
+        """``read(path)`` of the object's local path. A file that vanishes between being found
+        and being opened (a cache cleaned while in use) is fetched once more.
+
+        Raises:
+            ObjectMissingError: the object is missing, or vanished again after the refetch.
+        """
+        try:
+            return read(self.object_path(digest))
+        except ObjectMissingError:
+            raise
+        except FileNotFoundError:
+            pass
+        try:
+            return read(self.object_path(digest))
+        except ObjectMissingError:
+            raise
+        except FileNotFoundError as err:
+            raise ObjectMissingError(
+                f"object {digest} of catalog {self.url} vanished while being read, twice (it was "
+                f"fetched again in between): {err}; something is deleting the cache or the "
+                "catalog's objects — stop it and retry"
+            ) from err
 
     @abstractmethod
     def staging_dir(self) -> Path:

@@ -44,10 +44,13 @@ def root(robots: DatasetEntry) -> Path:
 
 
 def _rewrite_header(src: Path, dest: Path, edit: Callable[[dict[str, object]], None]) -> Path:
-    """Copy a recording with its JSON header edited (a crafted or damaged file)."""
+    """Copy a recording with its JSON header edited (a crafted or damaged file), as a format
+    version 1 file (no checksum), so that the edit itself is what registration meets."""
     reader = pa.ipc.open_file(pa.memory_map(str(src), "r"))
     table = reader.read_all()
     header = json.loads(table.schema.metadata[HEADER_KEY])
+    header.pop("content_sha256")
+    header["format_version"] = 1
     edit(header)
     schema = table.schema.with_metadata({HEADER_KEY: json.dumps(header).encode()})
     with pa.OSFile(str(dest), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:

@@ -10,7 +10,7 @@ import pytest
 from recording_factories import EPOCH_NS, FRAME_NS, RecordingFactory
 
 from rayform.catalog import DatasetEntry, DatasetView
-from rayform.errors import ColumnNotFoundError, ConfigError
+from rayform.errors import ColumnNotFoundError, ConfigError, SegmentNotFoundError
 
 
 def _ranges(view: DatasetView) -> list[dict[str, Any]]:
@@ -93,7 +93,9 @@ def test_filter_contents(robots: DatasetEntry) -> None:
 def test_filter_segments_forms(robots: DatasetEntry) -> None:
     assert robots.filter_segments(["ep2", "ep0"]).segment_ids() == ["ep0", "ep2"]
     assert robots.filter_segments("ep1").segment_ids() == ["ep1"]
-    assert robots.filter_segments(["ep1", "missing"]).segment_ids() == ["ep1"]
+    with pytest.raises(SegmentNotFoundError, match=r"filter_segments: dataset 'robots' "
+                                                   r"\(snapshot 1\) has no segment\(s\) \['missing'\]"):
+        robots.filter_segments(["ep1", "missing"])
     assert robots.filter_segments([]).segment_ids() == []
     # Narrowing only: a filtered view cannot widen again.
     assert robots.filter_segments(["ep0", "ep1"]).filter_segments(["ep1", "ep2"]).segment_ids() \

@@ -25,7 +25,7 @@ from rayform.dataloader import (
     RerunMapDataset,
     StableOrder,
 )
-from rayform.errors import ColumnNotFoundError, ConfigError
+from rayform.errors import ColumnNotFoundError, ConfigError, SegmentNotFoundError
 
 Q = Field(JOINTS, NumericDecoder())
 
@@ -141,7 +141,10 @@ def test_public_api_is_sorted_and_importable() -> None:
 
 
 def test_an_empty_selection_yields_nothing(robots_dataset: DatasetEntry) -> None:
-    src = DataSource(robots_dataset, segments=["no-such-segment"])
+    with pytest.raises(SegmentNotFoundError, match=r"DataSource: dataset 'robots' has no "
+                                                   r"segment\(s\) \['no-such-segment'\]"):
+        DataSource(robots_dataset, segments=["ep0", "no-such-segment"])
+    src = DataSource(robots_dataset, segments=[])
     for strategy in (None, NoShuffle()):
         ds = RerunIterableDataset(src, "frame_index", {"q": Q}, shuffle_strategy=strategy)
         assert len(ds) == 0 and list(ds) == []

@@ -31,7 +31,7 @@ from rayform.dataloader import (
     ShuffleStrategy,
 )
 from rayform.dataloader._partition import StreamPosition
-from rayform.errors import ConfigError, FormatError
+from rayform.errors import ConfigError, DecodeError, FormatError
 
 FORK_WITH_THREADS = "ignore:This process .* is multi-threaded:DeprecationWarning"
 pytestmark = pytest.mark.filterwarnings("ignore:Skipping samples where field:RuntimeWarning")
@@ -262,8 +262,15 @@ def test_a_required_field_that_decodes_to_nothing_raises(robots_dataset: Dataset
     manifest = Manifest.generate(DataSource(robots_dataset), "frame_index", fields)
     assert manifest.num_rows > 0, "the index says every sample after a keyframe is complete"
     replay = RerunIterableDataset.from_manifest(manifest, DataSource(robots_dataset), fields)
-    with pytest.raises(RuntimeError, match="Required fields decoded to nothing: video"):
+    with pytest.raises(DecodeError, match=r"field 'video' \(entity '/video', column "
+                                          r"'/video:VideoStream:sample'\) of segment 'ep0' at "
+                                          r"frame_index = \d+ could not be decoded"):
         next(iter(replay))
+    lenient = RerunIterableDataset.from_manifest(manifest, DataSource(robots_dataset), fields,
+                                                 on_decode_error="none")
+    with pytest.warns(RuntimeWarning, match="could not be decoded"), \
+            pytest.raises(RuntimeError, match="Required fields decoded to nothing: video"):
+        next(iter(lenient))
 
 
 def test_damaged_or_foreign_files_are_refused(robots_dataset: DatasetEntry, tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from rayform.dataloader import (
     SegmentMetadata,
 )
 from rayform.dataloader._sample_index import _from_ranges
-from rayform.errors import ColumnNotFoundError, ConfigError
+from rayform.errors import ColumnNotFoundError, ConfigError, SegmentNotFoundError
 
 segment_sizes = st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=12)
 
@@ -169,13 +169,15 @@ def test_build_trims_by_window_offsets_in_seconds(robots_dataset: DatasetEntry,
     assert index.output_index_values(1, Field(JOINTS, NumericDecoder())) == (1,)
 
 
-def test_segment_filter_keeps_dataset_order_and_drops_unknown(robots_dataset: DatasetEntry
-                                                              ) -> None:
+def test_segment_filter_keeps_dataset_order_and_refuses_unknown(robots_dataset: DatasetEntry
+                                                                ) -> None:
     fields = {"q": Field(JOINTS, NumericDecoder())}
-    index = SampleIndex.build(DataSource(robots_dataset, segments=["ep2", "nope", "ep0"]),
+    index = SampleIndex.build(DataSource(robots_dataset, segments=["ep2", "ep0"]),
                               "frame_index", fields)
     assert [s.segment_id for s in index.segments] == ["ep0", "ep2"]
-    empty = SampleIndex.build(DataSource(robots_dataset, segments=["nope"]), "frame_index",
+    with pytest.raises(SegmentNotFoundError, match=r"has no segment\(s\) \['nope'\]"):
+        DataSource(robots_dataset, segments=["ep2", "nope", "ep0"])
+    empty = SampleIndex.build(DataSource(robots_dataset, segments=[]), "frame_index",
                               fields)
     assert empty.total_samples == 0
     with pytest.raises(IndexError):

@@ -258,15 +258,9 @@ def test_non_keyframe_start_gives_none() -> None:
     np.testing.assert_array_equal(hwc(out[1]), reference[1])
 
 
-def test_unknown_codec_gives_none_with_one_warning() -> None:
-    packets, is_keyframe, _ = stream("h264", 8)
-    decoder = VideoFrameDecoder(codec="no-such-codec")
-    with pytest.warns(RuntimeWarning, match="no-such-codec") as record:
-        out = decoder.decode(packet_batch(packets), [request(0, [1], is_keyframe),
-                                                     request(1, [20], is_keyframe)])
-        out += decoder.decode(packet_batch(packets), [request(0, [2], is_keyframe)])
-    assert out == [None, None, None]
-    assert len(record) == 1
+def test_unknown_codec_fails_when_the_decoder_is_built() -> None:
+    with pytest.raises(ConfigError, match=r"no FFmpeg decoder for video codec 'no-such-codec'"):
+        VideoFrameDecoder(codec="no-such-codec")
 
 
 def test_wrong_codec_gives_none_not_an_exception() -> None:

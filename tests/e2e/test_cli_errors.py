@@ -111,7 +111,8 @@ def test_time_ranges_take_iso_dates(robots: str, capsys: pytest.CaptureFixture[s
 def test_sql_is_read_only_and_says_so(robots: str, capsys: pytest.CaptureFixture[str]) -> None:
     tail = ("SQL over a rayform catalog is read-only: change datasets with register / unregister "
             "(`rayform register`), or pass allow_statements=True (`rayform sql --allow-statements`) "
-            "to run it in this process's SQL session only\n")
+            "to run it with DataFusion's defaults, which may read and write any file this process "
+            "can (see docs/security.md)\n")
     assert main(["--catalog", robots, "sql", "DROP TABLE robots.segments"]) == 1
     assert capsys.readouterr() == ("", "rayform sql: error: SQL query 'DROP TABLE robots.segments' "
                                        f"is a DDL statement (DropTable); {tail}")

@@ -46,7 +46,7 @@ def test_every_command_and_option_has_help_and_every_command_an_example() -> Non
     commands = _sub_parsers(build_parser())
     assert {"init", "index", "register", "datasets", "segments", "schema", "sql", "stats",
             "export", "view", "slices create", "slices list", "slices show", "pull",
-            "demo"} <= set(commands)
+            "demo", "check", "gc"} <= set(commands)
     for name, parser in commands.items():
         assert parser.epilog and parser.epilog.startswith("example:\n  rayform "), name
         for action in parser._actions:

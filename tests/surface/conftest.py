@@ -60,9 +60,14 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 @pytest.fixture
 def s3_url(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A fresh, empty ``s3://bucket/prefix`` on the loopback server (credentials in the env)."""
+    """A fresh, empty ``s3://bucket/prefix`` on the loopback server (credentials in the env).
+
+    ``rclone serve s3`` ignores If-None-Match, so these tests declare a single writer
+    (``RAYFORM_S3_SINGLE_WRITER=1``); tests/surface/test_s3_conditional_writes.py covers both.
+    """
     for name, value in s3_server.env().items():
         monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAYFORM_S3_SINGLE_WRITER", "1")
     bucket = f"bucket{next(_buckets)}"
     s3_server.create_bucket(bucket)
     return f"s3://{bucket}/team/catalog"

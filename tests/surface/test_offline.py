@@ -82,3 +82,37 @@ def test_local_catalogs_ignore_offline_mode(local_catalog: rayform.Catalog,
     assert len(read_everything(slice_.view())) == 3
     result = client.pull(slice_.id, progress=False)
     assert (result.fetched_objects, result.cache_dir) == (0, None)
+
+
+def test_pull_fetches_what_this_process_held_in_memory(https_catalog: Https,
+                                                        local_catalog: rayform.Catalog,
+                                                        cache_dir: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The segment index read earlier lives in this process's memory; pull must still put it on
+    disk, or the training process (fresh, offline) cannot open the slice."""
+    import shutil
+
+    from rayform.catalog._snapshot import clear_cache
+
+    slice_id = rayform.Client(local_catalog).slices.create("robots", segments=["ep1"]).id
+    rayform.Client(https_catalog.url).slices.get(slice_id).view().segment_records()
+    shutil.rmtree(cache_dir)  # a cleaned cache; the process keeps its in-memory index
+    rayform.Client(https_catalog.url).pull(slice_id, progress=False)
+    clear_cache()  # the training process starts fresh
+    monkeypatch.setenv("RAYFORM_OFFLINE", "1")
+    view = rayform.Client(https_catalog.url).slices.get(slice_id).view()
+    assert read_everything(view) == read_everything(
+        rayform.Client(local_catalog).slices.get(slice_id).view())
+
+
+def test_pull_checks_offline_readability_before_reporting_success(
+        https_catalog: Https, local_catalog: rayform.Catalog,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """If anything an offline read needs were not cached, pull says so instead of succeeding."""
+    from rayform.storage import RemoteStore
+
+    slice_id = rayform.Client(local_catalog).slices.create("robots", segments=["ep0"]).id
+    monkeypatch.setattr(RemoteStore, "_remember", lambda self, space, key, data: None)
+    with pytest.raises(OfflineError, match=rf"rayform pull {slice_id}: the slice was fetched, but "
+                                           r"an offline read would still fail: .*catalog\.json"):
+        rayform.Client(https_catalog.url).pull(slice_id, progress=False)

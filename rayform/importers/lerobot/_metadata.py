@@ -140,6 +140,40 @@ def _require(mapping: dict[str, Any], key: str, where: Path) -> Any:
     return mapping[key]
 
 
+def _number(raw: dict[str, Any], key: str, where: Path, kind: type[int] | type[float],
+            default: int | None = None) -> Any:
+    """``raw[key]`` as an int or float; a string or other value names the key and the file."""
+    value: Any = raw.get(key) if default is not None else _require(raw, key, where)
+    if value is None and default is not None:
+        return default
+    if isinstance(value, int | float) and not isinstance(value, bool) and (
+            kind is float or float(value).is_integer()):
+        return kind(value)
+    noun = "an integer" if kind is int else "a number"
+    raise FormatError(f"{where}: {key!r} must be {noun}, got {value!r}; fix {INFO_PATH}")
+
+
+def dataset_path(root: Path, template: str, where: Path, key: str, **fields: Any) -> Path:
+    """A file of the dataset named by an ``info.json`` path template, kept inside ``root``.
+
+    Raises:
+        FormatError: the template is malformed, or names a file outside the dataset folder
+            (an absolute path or ``..``).
+    """
+    try:
+        rel = template.format(**fields)
+    except (KeyError, IndexError, ValueError, AttributeError) as err:
+        raise FormatError(f"{where}: {key} template {template!r} cannot be filled: {err!r}; "
+                          f"fix {INFO_PATH}") from err
+    parts = rel.replace("\\", "/").split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") or "\x00" in p for p in parts):
+        raise FormatError(
+            f"{where}: {key} {rel!r} (from template {template!r}) leaves the dataset folder "
+            f"{root}; a LeRobot dataset's files must be inside it — fix {INFO_PATH}"
+        )
+    return root.joinpath(*parts)
+
+
 def read_info(root: Path) -> DatasetInfo:
     """Parse ``meta/info.json``.
 
@@ -177,19 +211,27 @@ def read_info(root: Path) -> DatasetInfo:
                                     names=_flat_names(spec.get("names"), size),
                                     info=info if isinstance(info, dict) else None)
     is_v3 = version.startswith("v3")
-    fps = float(_require(raw, "fps", path))
-    if fps <= 0:
-        raise FormatError(f"{path}: fps must be positive, got {fps!r}")
+    fps = _number(raw, "fps", path, float)
+    if not fps > 0:
+        raise FormatError(f"{path}: fps must be positive, got {fps!r}; fix {INFO_PATH}")
+    chunks_size = _number(raw, "chunks_size", path, int, DEFAULT_CHUNKS_SIZE) or DEFAULT_CHUNKS_SIZE
+    if chunks_size < 1:
+        raise FormatError(f"{path}: chunks_size must be positive, got {chunks_size!r}")
+    data_path = raw.get("data_path") or (V30_DATA_PATH if is_v3 else V21_DATA_PATH)
+    video_path = raw.get("video_path") or (V30_VIDEO_PATH if is_v3 else V21_VIDEO_PATH)
+    for key, template in (("data_path", data_path), ("video_path", video_path)):
+        if not isinstance(template, str):
+            raise FormatError(f"{path}: {key!r} must be a string template, got {template!r}")
     return DatasetInfo(
         root=root,
         version=version,
         fps=fps,
         robot_type=raw.get("robot_type"),
-        chunks_size=int(raw.get("chunks_size") or DEFAULT_CHUNKS_SIZE),
-        data_path=str(raw.get("data_path") or (V30_DATA_PATH if is_v3 else V21_DATA_PATH)),
-        video_path=raw.get("video_path") or (V30_VIDEO_PATH if is_v3 else V21_VIDEO_PATH),
+        chunks_size=chunks_size,
+        data_path=data_path,
+        video_path=video_path,
         features=features,
-        total_episodes=int(raw.get("total_episodes") or 0),
+        total_episodes=_number(raw, "total_episodes", path, int, 0),
     )
 
 
@@ -238,14 +280,16 @@ def _read_v2_episodes(info: DatasetInfo) -> list[EpisodeInfo]:
             raise FormatError(f"{path}: an episode line has no 'episode_index': {row!r}")
         index = int(row["episode_index"])
         chunk = index // info.chunks_size
-        data_path = info.root / info.data_path.format(episode_chunk=chunk, episode_index=index,
-                                                      chunk_index=chunk, file_index=index)
+        where = info.root / INFO_PATH
+        data_path = dataset_path(info.root, info.data_path, where, "data_path",
+                                 episode_chunk=chunk, episode_index=index, chunk_index=chunk,
+                                 file_index=index)
         videos = {}
         if info.video_path:
             for key in info.video_keys:
-                rel = info.video_path.format(episode_chunk=chunk, episode_index=index,
-                                             video_key=key, chunk_index=chunk, file_index=index)
-                videos[key] = VideoLocation(path=info.root / rel)
+                videos[key] = VideoLocation(path=dataset_path(
+                    info.root, info.video_path, where, "video_path", episode_chunk=chunk,
+                    episode_index=index, video_key=key, chunk_index=chunk, file_index=index))
         tasks = row.get("tasks") or []
         extra: dict[str, PropertyValue] = {
             k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
@@ -277,16 +321,19 @@ def _v3_episode(info: DatasetInfo, row: dict[str, Any], where: Path) -> EpisodeI
         if row.get(key) is None:
             raise FormatError(f"{where}: an episode row has no {key!r}")
     index = int(row["episode_index"])
-    data_path = info.root / info.data_path.format(chunk_index=int(row["data/chunk_index"]),
-                                                  file_index=int(row["data/file_index"]))
+    info_path = info.root / INFO_PATH
+    data_path = dataset_path(info.root, info.data_path, info_path, "data_path",
+                             chunk_index=int(row["data/chunk_index"]),
+                             file_index=int(row["data/file_index"]))
     videos = {}
     for key in info.video_keys:
         chunk = row.get(f"videos/{key}/chunk_index")
         file = row.get(f"videos/{key}/file_index")
         if chunk is None or file is None or not info.video_path:
             continue
-        rel = info.video_path.format(video_key=key, chunk_index=int(chunk), file_index=int(file))
-        videos[key] = VideoLocation(path=info.root / rel,
+        path = dataset_path(info.root, info.video_path, info_path, "video_path", video_key=key,
+                            chunk_index=int(chunk), file_index=int(file))
+        videos[key] = VideoLocation(path=path,
                                     from_s=float(row.get(f"videos/{key}/from_timestamp") or 0.0))
     skip_prefixes = ("stats/", "videos/", "data/", "meta/")
     skip = {"episode_index", "tasks", "length", "dataset_from_index", "dataset_to_index"}

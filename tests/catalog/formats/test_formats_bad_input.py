@@ -138,3 +138,42 @@ def test_lerobot_with_no_episode_files(tmp_path: Path, seeded: Catalog,
         _check_refused(seeded, tmp_path / "lr", FormatError,
                        r"none of the 2 episodes listed in its metadata has a data file",
                        disk_unchanged)
+
+
+@pytest.mark.parametrize(("key", "value", "message"), [
+    ("fps", "thirty", r"info\.json: 'fps' must be a number, got 'thirty'; fix meta/info\.json"),
+    ("fps", 0, r"info\.json: fps must be positive, got 0\.0"),
+    ("chunks_size", "many", r"info\.json: 'chunks_size' must be an integer, got 'many'"),
+    ("total_episodes", 2.5, r"info\.json: 'total_episodes' must be an integer, got 2\.5"),
+])
+def test_lerobot_info_numbers_name_the_key(tmp_path: Path, seeded: Catalog,
+                                           disk_unchanged: DiskGuard, key: str, value: object,
+                                           message: str) -> None:
+    write_lerobot_v21(tmp_path / "lr", lengths={0: 5}, video=False)
+    info = json.loads((tmp_path / "lr/meta/info.json").read_text())
+    info[key] = value
+    (tmp_path / "lr/meta/info.json").write_text(json.dumps(info))
+    _check_refused(seeded, tmp_path / "lr", FormatError, message, disk_unchanged)
+
+
+@pytest.mark.parametrize(("key", "template"), [
+    ("data_path", "../outside/episode_{episode_index:06d}.parquet"),
+    ("data_path", "/etc/passwd"),
+    ("data_path", "data/../../x/{episode_index}.parquet"),
+    ("video_path", "videos/../../../{video_key}/{episode_index}.mp4"),
+    ("video_path", "/tmp/{video_key}.mp4"),
+])
+def test_lerobot_path_templates_stay_inside_the_dataset(tmp_path: Path, seeded: Catalog,
+                                                        disk_unchanged: DiskGuard, key: str,
+                                                        template: str) -> None:
+    write_lerobot_v21(tmp_path / "lr", lengths={0: 5}, video=key == "video_path")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "episode_000000.parquet").write_bytes(
+        (tmp_path / "lr/data/chunk-000/episode_000000.parquet").read_bytes())
+    info = json.loads((tmp_path / "lr/meta/info.json").read_text())
+    info[key] = template
+    (tmp_path / "lr/meta/info.json").write_text(json.dumps(info))
+    _check_refused(seeded, tmp_path / "lr", FormatError,
+                   rf"info\.json: {key} '.*' \(from template .*\) leaves the dataset folder",
+                   disk_unchanged)

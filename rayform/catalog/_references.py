@@ -1,0 +1,124 @@
+"""Every object a catalog's metadata names, and every metadata file that could not be read.
+
+Walks the whole history, not only the newest snapshots: every snapshot of every entry stays
+readable (``dataset.at_version(n)``), and every saved slice pins the objects it reads. What this
+finds is what ``check_catalog`` verifies and what ``gc_catalog`` must never remove.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from rayform.catalog._catalog import Catalog
+from rayform.catalog._metadata import DatasetVersion, TableVersion
+from rayform.catalog._slices import SLICES_PREFIX, load_slice
+from rayform.catalog._snapshot import read_index
+from rayform.catalog._versions import entry_prefix, load_version, version_key
+from rayform.errors import RayformError
+from rayform.storage._store import object_key
+
+_VERSION_FILE = re.compile(r"([0-9]{1,18})\.json")
+_SLICE_FILE = re.compile(r"(slc_[0-9a-f]{8,64})\.json")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """One thing wrong with a catalog: where (a file or key) and what."""
+
+    where: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.message}"
+
+
+@dataclass(slots=True)
+class References:
+    """What the metadata names: ``objects`` maps each digest to one file that names it."""
+
+    objects: dict[str, str] = field(default_factory=dict)
+    metadata_files: int = 0
+    problems: list[Problem] = field(default_factory=list)
+
+    def add(self, digest: str, named_by: str) -> None:
+        self.objects.setdefault(digest, named_by)
+
+
+def catalog_references(catalog: Catalog) -> References:
+    """Read every metadata file of ``catalog`` (collecting problems instead of stopping)."""
+    refs = References(metadata_files=1)  # catalog.json, read when the catalog was opened
+    try:
+        names = catalog.entry_names()
+    except RayformError as err:
+        refs.problems.append(Problem(where=f"{catalog.url}/entries", message=str(err)))
+        names = []
+    for name in names:
+        _entry_references(catalog, name, refs)
+    _slice_references(catalog, refs)
+    return refs
+
+
+def _entry_references(catalog: Catalog, name: str, refs: References) -> None:
+    store = catalog.store
+    where = f"{catalog.url}/{entry_prefix(name)}/entry.json"
+    try:
+        meta = catalog._entry_meta(name)
+    except RayformError as err:
+        refs.problems.append(Problem(where=where, message=str(err)))
+        return
+    if meta is None:
+        refs.problems.append(Problem(where=where, message="missing: the folder holds no entry file"))
+        return
+    refs.metadata_files += 1
+    seen_indexes: set[str] = set()
+    for listed in store.list_names(f"{entry_prefix(name)}/versions"):
+        match = _VERSION_FILE.fullmatch(listed)
+        if match is None:
+            continue
+        number = int(match.group(1))
+        key = version_key(name, number)
+        source = f"{catalog.url}/{key}"
+        try:
+            if meta.kind == "table":
+                table = load_version(store, name, number, TableVersion)
+                for digest in table.objects:
+                    refs.add(digest, source)
+            else:
+                header = load_version(store, name, number, DatasetVersion)
+                refs.add(header.segment_index, source)
+                if header.segment_index not in seen_indexes:
+                    seen_indexes.add(header.segment_index)
+                    _index_references(catalog, header, source, refs)
+        except RayformError as err:
+            refs.problems.append(Problem(where=source, message=str(err)))
+            continue
+        refs.metadata_files += 1
+
+
+def _index_references(catalog: Catalog, header: DatasetVersion, source: str,
+                      refs: References) -> None:
+    index = read_index(catalog.store, header.segment_index, expected_rows=header.num_segments,
+                       source=source)
+    named_by = f"{catalog.url}/{object_key(header.segment_index)} (segment index of {source})"
+    for record in index.records(index.segment_ids()):
+        for layer in record.layers.values():
+            refs.add(layer.object, named_by)
+            for asset in layer.assets:
+                refs.add(asset, named_by)
+
+
+def _slice_references(catalog: Catalog, refs: References) -> None:
+    for listed in catalog.store.list_names(SLICES_PREFIX):
+        match = _SLICE_FILE.fullmatch(listed)
+        if match is None:
+            continue
+        source = f"{catalog.url}/{SLICES_PREFIX}/{listed}"
+        try:
+            slice_ = load_slice(catalog, match.group(1))
+        except RayformError as err:
+            refs.problems.append(Problem(where=source, message=str(err)))
+            continue
+        refs.metadata_files += 1
+        for digest in slice_.objects():
+            refs.add(digest, source)

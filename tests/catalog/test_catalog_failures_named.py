@@ -1,0 +1,74 @@
+"""Local failures are named for what they are: a full disk (real ENOSPC from ``/dev/full``) is a
+``DiskFullError`` naming the folder, and an object that is gone is an ``ObjectMissingError``."""
+
+from __future__ import annotations
+
+import errno
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from recording_factories import RecordingFactory
+
+import rayform
+import rayform.storage._local as local_store
+from rayform.catalog import Catalog, DatasetEntry
+from rayform.errors import DiskFullError, LocalStorageError, ObjectMissingError, RayformError
+from rayform.storage import object_key
+
+Guard = Callable[[Path], AbstractContextManager[None]]
+FULL = Path("/dev/full")  # every write fails with ENOSPC
+
+pytestmark = pytest.mark.skipif(not FULL.exists(), reason="needs /dev/full (Linux)")
+
+
+@pytest.fixture
+def root(robots: DatasetEntry) -> Path:
+    return Path(robots.catalog.url)
+
+
+def test_full_disk_while_storing_names_the_catalog(robots: DatasetEntry, root: Path,
+                                                   disk_unchanged: Guard,
+                                                   recording_factory: RecordingFactory,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    real_copy = local_store.copy_hashed
+    monkeypatch.setattr(local_store, "copy_hashed", lambda src, dest: real_copy(src, FULL))
+    recording = recording_factory("new", seed=7)
+    with disk_unchanged(root), pytest.raises(DiskFullError) as info:
+        robots.register(recording)
+    err = info.value
+    assert isinstance(err, OSError) and isinstance(err, LocalStorageError)
+    assert err.errno == errno.ENOSPC
+    assert f"no space is left on the filesystem of {root}" in str(err)
+    assert "free space there" in str(err)
+    assert robots.refresh().segment_ids() == ["ep0", "ep1", "ep2"]
+
+
+def test_full_disk_while_writing_a_recording_names_the_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_file = pa.OSFile
+    monkeypatch.setattr(pa, "OSFile", lambda path, mode="r": real_file(str(FULL), mode))
+    folder = tmp_path / "recordings"
+    folder.mkdir()
+    writer = rayform.RecordingWriter(folder / "ep.rfr", recording_id="ep")
+    writer.log_scalars("/x", timelines={"frame_index": np.arange(1000)},
+                       values=np.arange(1000.0))
+    with pytest.raises(DiskFullError, match=rf"writing recording .*ep\.rfr: no space is left on "
+                                            rf"the filesystem of {folder}"):
+        writer.close()
+    assert list(folder.iterdir()) == []  # no partial file
+
+
+def test_missing_object_is_object_missing_error(robots: DatasetEntry, root: Path) -> None:
+    record = robots.segment_record("ep1")
+    path = root / object_key(record.layers["base"].object)
+    path.chmod(0o644)
+    path.unlink()
+    view = Catalog.open(root).get_dataset("robots")
+    with pytest.raises(ObjectMissingError, match=r"is missing from catalog .*restore the object"
+                       ) as info:
+        view.open_segment("ep1").column("/joints/position:Scalars:scalars", "frame_index")
+    assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, RayformError)
