@@ -142,6 +142,8 @@ def main() -> int:
         local.create_dataset("robots").register(paths).wait()
         slice_id = rayform.Client(local).slices.create("robots").id
         with rclone_s3(work / "s3") as endpoint:
+            # rclone's S3 server ignores If-None-Match; this benchmark is the catalog's only writer.
+            os.environ["RAYFORM_S3_SINGLE_WRITER"] = "1"
             os.environ.update({"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
                                "AWS_DEFAULT_REGION": "us-east-1"})
