@@ -36,6 +36,7 @@ import torch
 
 from rayform._tracing import tracing_scope
 from rayform.catalog import DatasetView, SegmentData
+from rayform.dataloader._allocator import tune_allocator_if_asked
 from rayform.dataloader._config import EdgeMode, Field
 from rayform.dataloader._decode_policy import (
     DecodeErrorPolicy,
@@ -140,6 +141,7 @@ class SamplePipeline:
         if not fields:
             raise ConfigError("fields must name at least one Field, e.g. "
                               "{'state': Field('/joints:Scalars:scalars', NumericDecoder())}")
+        tune_allocator_if_asked()
         self._view = view
         self._index = index
         self._sample_index = sample_index
