@@ -7,6 +7,7 @@ libraries release the GIL while decoding, so callers may decode on several threa
 
 from __future__ import annotations
 
+import importlib
 import io
 import sys
 import threading
@@ -19,26 +20,38 @@ _JPEG_MAGIC = b"\xff\xd8"
 _LITTLE_ENDIAN = sys.byteorder == "little"
 _INSTALL_HINT = "ImageDecoder needs simplejpeg or Pillow: pip install 'rayform[image]'"
 
-_simplejpeg: Any
-_pil_image: Any
-try:
-    import simplejpeg
+# The codec libraries are imported on first decode, not when ``rayform`` is imported (the
+# importers load this package to probe videos). Tests set them to ``None`` to simulate absence.
+_UNRESOLVED: Any = object()
+_simplejpeg: Any = _UNRESOLVED
+_pil_image: Any = _UNRESOLVED
 
-    _simplejpeg = simplejpeg
-except ImportError:  # pragma: no cover - depends on the environment
-    _simplejpeg = None
 
-try:
-    from PIL import Image
+def _jpeg_lib() -> Any:
+    """simplejpeg, or ``None`` when it is not installed."""
+    global _simplejpeg
+    if _simplejpeg is _UNRESOLVED:
+        try:
+            _simplejpeg = importlib.import_module("simplejpeg")
+        except ImportError:  # pragma: no cover - depends on the environment
+            _simplejpeg = None
+    return _simplejpeg
 
-    _pil_image = Image
-except ImportError:  # pragma: no cover - depends on the environment
-    _pil_image = None
+
+def _pil() -> Any:
+    """Pillow's ``Image`` module, or ``None`` when Pillow is not installed."""
+    global _pil_image
+    if _pil_image is _UNRESOLVED:
+        try:
+            _pil_image = importlib.import_module("PIL.Image")
+        except ImportError:  # pragma: no cover - depends on the environment
+            _pil_image = None
+    return _pil_image
 
 
 def require_image_backend() -> None:
     """Raise ``ImportError`` naming the extra when neither simplejpeg nor Pillow is installed."""
-    if _simplejpeg is None and _pil_image is None:
+    if _jpeg_lib() is None and _pil() is None:
         raise ImportError(_INSTALL_HINT)
 
 
@@ -53,8 +66,8 @@ def decode_image(data: bytes | memoryview, *, use_simplejpeg: bool = True
         fast = _decode_simplejpeg(data, colorspace_rgb="RGB")
         if fast is not None:
             return fast
-    if _pil_image is None:
-        if _simplejpeg is None:
+    if _pil() is None:
+        if _jpeg_lib() is None:
             raise ImportError(_INSTALL_HINT)
         return None
     return _decode_pillow(data)
@@ -86,10 +99,11 @@ def jpeg_planes_shape(data: bytes | memoryview) -> tuple[int, int, int] | None:
     Reads the header only (microseconds). ``None`` for other formats, CMYK JPEGs, damaged headers,
     a big-endian machine or a missing simplejpeg: decode those with :func:`decode_image_planes`.
     """
-    if _simplejpeg is None or not _LITTLE_ENDIAN or bytes(data[:2]) != _JPEG_MAGIC:
+    jpeg = _jpeg_lib()
+    if jpeg is None or not _LITTLE_ENDIAN or bytes(data[:2]) != _JPEG_MAGIC:
         return None
     try:
-        height, width, colorspace, _ = _simplejpeg.decode_jpeg_header(data)
+        height, width, colorspace, _ = jpeg.decode_jpeg_header(data)
     except ValueError:
         return None
     if colorspace == "Gray":
@@ -108,13 +122,14 @@ def decode_jpeg_planes_into(data: bytes | memoryview, out: npt.NDArray[np.uint8]
     decode the data (``out`` is then undefined; Pillow may still read it, see
     :func:`decode_image_planes`).
     """
+    jpeg = _jpeg_lib()
     channels, height, width = out.shape
     try:
         if channels == 1:
-            _simplejpeg.decode_jpeg(data, colorspace="GRAY", buffer=out)
+            jpeg.decode_jpeg(data, colorspace="GRAY", buffer=out)
             return True
         scratch = _rgbx_scratch(height, width)
-        _simplejpeg.decode_jpeg(data, colorspace="RGBX", buffer=scratch)
+        jpeg.decode_jpeg(data, colorspace="RGBX", buffer=scratch)
     except ValueError:
         return False
     _split_rgbx(scratch, out)
@@ -135,14 +150,15 @@ def _rgbx_scratch(height: int, width: int) -> npt.NDArray[np.uint8]:
 def _decode_simplejpeg(data: bytes | memoryview, *, colorspace_rgb: str
                        ) -> npt.NDArray[np.uint8] | None:
     """simplejpeg's decode of a colour or grey JPEG; ``None`` to let Pillow decide."""
-    if _simplejpeg is None or bytes(data[:2]) != _JPEG_MAGIC:
+    jpeg = _jpeg_lib()
+    if jpeg is None or bytes(data[:2]) != _JPEG_MAGIC:
         return None
     try:
-        _, _, colorspace, _ = _simplejpeg.decode_jpeg_header(data)
+        _, _, colorspace, _ = jpeg.decode_jpeg_header(data)
         if colorspace == "Gray":
-            return _simplejpeg.decode_jpeg(data, colorspace="GRAY")  # type: ignore[no-any-return]
+            return jpeg.decode_jpeg(data, colorspace="GRAY")  # type: ignore[no-any-return]
         if colorspace in ("RGB", "YCbCr"):
-            return _simplejpeg.decode_jpeg(data, colorspace=colorspace_rgb)  # type: ignore[no-any-return]
+            return jpeg.decode_jpeg(data, colorspace=colorspace_rgb)  # type: ignore[no-any-return]
     except ValueError:
         pass  # Pillow decides (it may still read a slightly damaged file, or reject it)
     return None
@@ -166,9 +182,10 @@ def _split_rgbx(rgbx: npt.NDArray[np.uint8], planes: npt.NDArray[np.uint8]) -> N
 
 def _decode_pillow(data: bytes | memoryview
                    ) -> npt.NDArray[np.uint8] | npt.NDArray[np.uint16] | None:
-    assert _pil_image is not None
+    pil = _pil()
+    assert pil is not None
     try:
-        with _pil_image.open(io.BytesIO(data)) as opened:
+        with pil.open(io.BytesIO(data)) as opened:
             img: Any = opened
             if img.mode == "P":
                 img = img.convert("RGBA" if "transparency" in img.info else "RGB")

@@ -27,9 +27,9 @@ from typing import BinaryIO, Protocol
 
 from rayform._atomic import write_atomic
 from rayform._digest import is_digest, require_digest
-from rayform._local_writes import disk_full_error, is_disk_full
+from rayform._local_writes import naming_full_disk
 from rayform._paths import path_under
-from rayform.errors import CacheError, LocalStorageError
+from rayform.errors import CacheError
 from rayform.storage._retry import RetryPolicy, TransientError
 from rayform.storage._store import sha256_file
 
@@ -116,20 +116,15 @@ class ObjectCache:
         """Name local write failures in the block after the cache: a full disk is
         :class:`DiskFullError`, a folder gone or replaced by a file :class:`CacheError` — never a
         ``FileNotFoundError`` a caller could take for a missing remote file."""
-        try:
-            yield
-        except LocalStorageError:
-            raise
-        except OSError as err:
-            if is_disk_full(err):
-                raise disk_full_error(err, self.root, what=f"{what} in the cache") from err
-            if isinstance(err, FileNotFoundError | NotADirectoryError | FileExistsError):
+        with naming_full_disk(self.root, what=f"{what} in the cache"):
+            try:
+                yield
+            except (FileNotFoundError, NotADirectoryError, FileExistsError) as err:
                 raise CacheError(
                     f"{what} in the cache {self.root} failed: {err}; the folder was deleted or "
                     f"replaced while in use, or {CACHE_ENV} names a file — stop whatever removes "
                     f"it, or point {CACHE_ENV} at another folder"
                 ) from err
-            raise
 
     def tmp_dir(self) -> Path:
         path = self.root / "tmp"
