@@ -60,7 +60,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--param", action="append", default=[], metavar="NAME=VALUE",
                    help="a value for $NAME in the query (repeatable; numbers and true/false typed)")
     p.add_argument("--allow-statements", action="store_true",
-                   help="also run DDL, DML and SET statements (they change this process's SQL "
-                        "session only, never the catalog)")
+                   help="also run DDL, DML and SET statements; DataFusion may then read and "
+                        "write any file this process can, so use it only for SQL you trust")
     add_output_options(p)
     p.set_defaults(func=cmd_sql)
