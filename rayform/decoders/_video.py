@@ -25,7 +25,13 @@ from typing import Any, Final, Literal
 from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
 from rayform.decoders._thread_pool import ThreadPool
-from rayform.decoders._video_output import Captured, CopyOutputs, ViewOutputs
+from rayform.decoders._video_output import (
+    Captured,
+    CopyOutputs,
+    FrameSlab,
+    ViewOutputs,
+    frame_sort_key,
+)
 from rayform.decoders._video_plan import (
     FrameKey,
     Run,
@@ -245,15 +251,14 @@ class VideoFrameDecoder(ColumnDecoder):
         column = batch.column
         if batch.select is not None:
             column = batch.take_rows(range(len(column)))
-        captured: dict[FrameKey, Captured] = {}
         failures: list[tuple[str, str]] = []
         keys: list[list[FrameKey] | Unresolved]
         if is_packet_column(column.type):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
+            slab = self._slab(keys)
             self._run_all(schedule_runs(packet_runs, parts=self._pool.threads),
-                          partial(self._runs.packet_run, packets=packets, captured=captured),
-                          failures)
+                          partial(self._runs.packet_run, packets=packets, slab=slab), failures)
         elif is_timestamp_column(column.type):
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
 
@@ -263,19 +268,27 @@ class VideoFrameDecoder(ColumnDecoder):
                 return assets[segment_id]
 
             asset_runs, keys = plan_asset_runs(requests, first_timestamps(column), asset_of)
+            slab = self._slab(keys)
             self._run_all(schedule_runs(asset_runs, parts=self._pool.threads),
-                          partial(self._runs.asset_run, captured=captured), failures)
+                          partial(self._runs.asset_run, slab=slab), failures)
         else:
             raise ConfigError(
                 f"VideoFrameDecoder reads '...:VideoStream:sample' (List<Binary>) or "
                 f"'...:VideoFrameReference:timestamp' (List<Int64>) columns, got "
                 f"{column.type} for {batch.path or 'this field'!r}"
             )
+        captured = slab.captured
         results = self._assemble(requests, keys, captured, failures, batch)
         if batch.on_failure is None:  # used on its own: warn; in a dataset: its policy decides
             for kind, message in failures:
                 self._warn(kind, message)
         return results
+
+    def _slab(self, keys: list[list[FrameKey] | Unresolved]) -> FrameSlab:
+        """A slot per wanted frame, in key order (so that the view bank can be the slab)."""
+        wanted = {key for frame_keys in keys if not isinstance(frame_keys, Unresolved)
+                  for key in frame_keys}
+        return FrameSlab(sorted(wanted, key=frame_sort_key), output_format=self.output_format)
 
     def _run_all(self, jobs: list[list[Run]], decode_run: Callable[[Run], bool],
                  failures: list[tuple[str, str]]) -> None:
@@ -344,8 +357,10 @@ class VideoFrameDecoder(ColumnDecoder):
         outputs = (ViewOutputs(captured) if self.window_storage == "view"
                    else CopyOutputs(captured))
         results: list[Any] = []
-        for request, frame_keys in zip(requests, keys, strict=True):
+        # Requests are built only for messages: a RequestArrays makes one per index.
+        for i, frame_keys in enumerate(keys):
             if isinstance(frame_keys, Unresolved):
+                request = requests[i]
                 message = (f"segment {request.segment_id!r} at {request.index_value!r}: no "
                            f"decodable frame ({frame_keys.reason})")
                 failures.append((frame_keys.reason, message))
@@ -353,11 +368,13 @@ class VideoFrameDecoder(ColumnDecoder):
                 results.append(None)
                 continue
             if any(k not in captured for k in frame_keys):
+                request = requests[i]
                 batch.report_failure(request, _failure_of(request.segment_id, failures))
                 results.append(None)
                 continue
             shapes = {captured[k].shape for k in frame_keys} if is_windowed else set()
             if len(shapes) > 1:
+                request = requests[i]
                 message = (f"segment {request.segment_id!r} at {request.index_value!r}: window "
                            f"frames differ in size {sorted(shapes)}")
                 failures.append(("shape", message))

@@ -1,8 +1,15 @@
-"""Captured video frames to per-sample values: tensors, windows, and who may share memory."""
+"""Captured video frames to per-sample values: tensors, windows, and who may share memory.
+
+Frames are captured into a :class:`FrameSlab`: one buffer per decode call, taken from the
+process's :data:`~rayform.decoders._buffer_pool.FRAME_POOL`, with a slot per wanted frame. Freshly
+allocated frame-sized arrays are memory the process maps and faults in anew for every block (and
+frees again on the consumer's thread); pooled slots are reused once the samples are dropped.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from itertools import pairwise
 from typing import Any
 
@@ -10,11 +17,71 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._video_plan import FrameKey
 from rayform.decoders._yuv import Yuv420Frame
-from rayform.media._video_frames import YuvPlanes
+from rayform.media._video_frames import YuvPlanes, frame_to_rgb, frame_to_yuv, yuv_shapes
 
 Captured = npt.NDArray[np.uint8] | YuvPlanes
+
+
+class FrameSlab:
+    """One decode call's wanted frames, converted into slots of one pooled buffer.
+
+    The buffer is taken when the first frame arrives (its size fixes the slot size); a frame of
+    another size (a stream that changes resolution) gets memory of its own. Thread-safe: decode
+    threads capture different frames concurrently.
+
+    Args:
+        keys: every frame the call wants (duplicates are ignored); one slot each.
+        output_format: ``"rgb"`` (slots ``[H, W, 3]``) or ``"yuv420p"`` (``y [1, H, W]`` and
+            ``uv [2, ceil(H/2), ceil(W/2)]``).
+    """
+
+    def __init__(self, keys: Iterable[FrameKey], *, output_format: str) -> None:
+        self._slot = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+        self._rgb = output_format == "rgb"
+        self._lock = threading.Lock()
+        self._size: tuple[int, int] | None = None  # (height, width) of the slots
+        self._banks: tuple[npt.NDArray[np.uint8], ...] = ()
+        self.captured: dict[FrameKey, Captured] = {}
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def capture(self, key: FrameKey, frame: Any, reformatter: Any) -> None:
+        """Convert a decoded ``av.VideoFrame`` into ``key``'s slot (``captured[key]``)."""
+        slot = self._slot.get(key)
+        banks = () if slot is None else self._banks_for(frame.height, frame.width)
+        if self._rgb:
+            rgb = frame_to_rgb(frame, reformatter)
+            if banks:
+                out = banks[0][slot]
+                np.copyto(out, rgb)
+                rgb = out
+            self.captured[key] = rgb
+            return
+        planes = (banks[0][slot], banks[1][slot]) if banks else None
+        self.captured[key] = frame_to_yuv(frame, reformatter, out=planes)
+
+    def _banks_for(self, height: int, width: int) -> tuple[npt.NDArray[np.uint8], ...]:
+        """The slot banks for frames of this size; empty if the slots have another size."""
+        with self._lock:
+            if self._size is None:
+                self._size = (height, width)
+                self._banks = self._take_banks(height, width)
+        return self._banks if self._size == (height, width) else ()
+
+    def _take_banks(self, height: int, width: int) -> tuple[npt.NDArray[np.uint8], ...]:
+        n = len(self._slot)
+        shapes = [(height, width, 3)] if self._rgb else list(yuv_shapes(height, width))
+        sizes = [int(np.prod(shape)) for shape in shapes]
+        flat = FRAME_POOL.take(n * sum(sizes))
+        banks, offset = [], 0
+        for shape, size in zip(shapes, sizes, strict=True):
+            banks.append(flat[offset:offset + n * size].reshape(n, *shape))
+            offset += n * size
+        return tuple(banks)
 
 
 def single(value: Captured) -> Any:
@@ -79,7 +146,7 @@ class ViewOutputs:
     def __init__(self, captured: dict[FrameKey, Captured]) -> None:
         self._slot: dict[FrameKey, tuple[tuple[int, ...], int]] = {}
         by_shape: dict[tuple[int, ...], list[FrameKey]] = {}
-        for key in sorted(captured, key=_sort_key):
+        for key in sorted(captured, key=frame_sort_key):
             by_shape.setdefault(captured[key].shape, []).append(key)
         self._banks: dict[tuple[int, ...], Any] = {}
         for shape, keys in by_shape.items():
@@ -106,5 +173,6 @@ def _index(bank: Any, where: Any) -> Any:
     return bank[where]
 
 
-def _sort_key(key: FrameKey) -> tuple[str, int]:
+def frame_sort_key(key: FrameKey) -> tuple[str, int]:
+    """Packet rows in order, then asset frames by (asset, presentation index)."""
     return (key[0], key[1]) if isinstance(key, tuple) else ("", key)

@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rayform.decoders._base import DecodeRequest
+from rayform.decoders._requests import RequestArrays
 from rayform.media._video_asset import AssetPackets
 
 # A frame a request wants: a batch row (packet streams) or (asset key, presentation index).
@@ -111,6 +112,8 @@ def plan_packet_runs(
         The runs, and per request the frame keys (batch rows) of its outputs or why it has none.
     """
     latest = last_nonempty_rows(nonempty)
+    if isinstance(requests, RequestArrays) and requests.decode_starts is not None:
+        return _plan_packet_arrays(requests, latest)
     groups: dict[tuple[str, int], PacketRun] = {}
     keys: list[list[FrameKey] | Unresolved] = []
     for request in requests:
@@ -130,6 +133,38 @@ def plan_packet_runs(
         run.trusted = run.trusted or request.starts_at_keyframe
         keys.append(list(rows))
     return [run for _, run in sorted(groups.items())], keys
+
+
+def _plan_packet_arrays(requests: RequestArrays, latest: npt.NDArray[np.int64]
+                        ) -> tuple[list[PacketRun], list[list[FrameKey] | Unresolved]]:
+    """:func:`plan_packet_runs` on the request arrays, without a DecodeRequest per request."""
+    assert requests.decode_starts is not None and requests.decode_stops is not None
+    outputs = requests.output_rows
+    if not len(outputs):
+        return [], []
+    starts = np.where(requests.decode_stops > requests.decode_starts, requests.decode_starts,
+                      outputs.min(axis=1))
+    rows = latest[outputs]
+    ok = rows.min(axis=1) >= starts
+    codes: dict[str, int] = {}
+    segment = np.fromiter((codes.setdefault(s, len(codes)) for s in requests.segment_ids),
+                          dtype=np.int64, count=len(outputs))
+    chosen = np.flatnonzero(ok)
+    order = chosen[np.lexsort((starts[chosen], segment[chosen]))]
+    edges = np.flatnonzero((np.diff(starts[order]) != 0) | (np.diff(segment[order]) != 0)) + 1
+    runs: list[PacketRun] = []
+    for members in np.split(order, edges) if len(order) else []:
+        start = int(starts[members[0]])
+        wanted = rows[members]
+        runs.append(PacketRun(segment_id=requests.segment_ids[int(members[0])], start=start,
+                              end=max(start, int(wanted.max())),
+                              wanted_rows=set(wanted.ravel().tolist()), keyframe_rows={start},
+                              trusted=requests.starts_at_keyframe))
+    runs.sort(key=lambda run: (run.segment_id, run.start))
+    keys: list[list[FrameKey] | Unresolved] = [
+        list(r) if good else Unresolved("empty")
+        for r, good in zip(rows.tolist(), ok.tolist(), strict=True)]
+    return runs, keys
 
 
 def plan_asset_runs(

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rayform.decoders._video_output import Captured
+from rayform.decoders._video_output import FrameSlab
 from rayform.decoders._video_plan import AssetRun, FrameKey, PacketRun
 from rayform.media._video_bitstream import detect_gop_start
 from rayform.media._video_codec import open_decoder, require_av
-from rayform.media._video_frames import PacketColumn, frame_to_rgb, frame_to_yuv
+from rayform.media._video_frames import PacketColumn
 from rayform.media._video_session import DecoderSession, SessionCache
 
 
@@ -44,20 +44,16 @@ class RunDecoder:
         self.output_format = output_format
         self.sessions = SessionCache(max_sessions)
 
-    def convert(self, frame: Any, session: DecoderSession) -> Captured:
-        """A decoded frame in the output format, in its own memory."""
+    @staticmethod
+    def capture(slab: FrameSlab, key: FrameKey, frame: Any, session: DecoderSession) -> None:
+        """Convert a decoded frame into ``slab`` (with the session's reusable reformatter)."""
         if session.reformatter is None:
-            from av.video.reformatter import VideoReformatter
-
-            session.reformatter = VideoReformatter()
-        if self.output_format == "rgb":
-            return frame_to_rgb(frame, session.reformatter)
-        return frame_to_yuv(frame, session.reformatter)
+            session.reformatter = require_av().video.reformatter.VideoReformatter()
+        slab.capture(key, frame, session.reformatter)
 
     # ------------------------------------------------------------------------ packet streams
-    def packet_run(self, run: PacketRun, *, packets: PacketColumn,
-                   captured: dict[FrameKey, Captured]) -> bool:
-        """Decode a packet-stream run into ``captured`` (keyed by batch row).
+    def packet_run(self, run: PacketRun, *, packets: PacketColumn, slab: FrameSlab) -> bool:
+        """Decode a packet-stream run into ``slab`` (keyed by batch row).
 
         Returns:
             Whether the run continued an open session.
@@ -96,7 +92,7 @@ class RunDecoder:
                 key_offsets.add(pts - session.pts_base)
             row = pending.pop(pts, None)
             if row is not None:
-                captured[row] = self.convert(frame, session)
+                self.capture(slab, row, frame, session)
 
         if session.last_pts is not None and session.last_pts in pending:
             take(session.last_frame)
@@ -154,8 +150,8 @@ class RunDecoder:
         session.next_position -= offset
 
     # -------------------------------------------------------------------------- video assets
-    def asset_run(self, run: AssetRun, *, captured: dict[FrameKey, Captured]) -> bool:
-        """Decode a video-asset run into ``captured`` (keyed by (asset, presentation index)).
+    def asset_run(self, run: AssetRun, *, slab: FrameSlab) -> bool:
+        """Decode a video-asset run into ``slab`` (keyed by (asset, presentation index)).
 
         Returns:
             Whether the run continued an open session.
@@ -187,7 +183,7 @@ class RunDecoder:
             session.last_frame = frame
             index = pending.pop(frame.pts, None)
             if index is not None:
-                captured[(run.asset_key, index)] = self.convert(frame, session)
+                self.capture(slab, (run.asset_key, index), frame, session)
 
         if session.last_pts is not None and session.last_pts in pending:
             take(session.last_frame)

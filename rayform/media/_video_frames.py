@@ -122,19 +122,36 @@ def _plane(plane: Any, height: int, width: int) -> npt.NDArray[np.uint8]:
 
 def frame_to_rgb(frame: Any, reformatter: Any) -> npt.NDArray[np.uint8]:
     """A decoded frame as uint8 RGB ``[H, W, 3]`` (FFmpeg's rgb24 conversion), in its own memory."""
-    array: npt.NDArray[np.uint8] = reformatter.reformat(frame, format="rgb24", threads=1).to_ndarray()
-    return array
+    rgb = reformatter.reformat(frame, format="rgb24", threads=1)
+    # The plane's memory as an array (what to_ndarray returns, at a third of its call cost).
+    return _plane(rgb.planes[0], rgb.height, rgb.width * 3).reshape(rgb.height, rgb.width, 3)
 
 
-def frame_to_yuv(frame: Any, reformatter: Any) -> YuvPlanes:
-    """A decoded frame as 8-bit 4:2:0 planes (converted first if it is another format)."""
+def yuv_shapes(height: int, width: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The shapes of a frame's ``y`` and ``uv`` planes in :class:`YuvPlanes`."""
+    return (1, height, width), (2, (height + 1) // 2, (width + 1) // 2)
+
+
+def frame_to_yuv(frame: Any, reformatter: Any, *,
+                 out: tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8]] | None = None
+                 ) -> YuvPlanes:
+    """A decoded frame as 8-bit 4:2:0 planes (converted first if it is another format).
+
+    Args:
+        frame: an ``av.VideoFrame``.
+        reformatter: a ``VideoReformatter`` for frames in another pixel format.
+        out: ``(y, uv)`` arrays of :func:`yuv_shapes` to write into; new ones if ``None``.
+    """
     space, color_range = color_metadata(frame)
     if frame.format.name not in ("yuv420p", "yuvj420p"):
         frame = reformatter.reformat(frame, format="yuv420p", threads=1)
     height, width = frame.height, frame.width
     chroma_h, chroma_w = (height + 1) // 2, (width + 1) // 2
-    y = np.empty((1, height, width), dtype=np.uint8)
-    uv = np.empty((2, chroma_h, chroma_w), dtype=np.uint8)
+    if out is None:
+        y = np.empty((1, height, width), dtype=np.uint8)
+        uv = np.empty((2, chroma_h, chroma_w), dtype=np.uint8)
+    else:
+        y, uv = out
     y[0] = _plane(frame.planes[0], height, width)
     uv[0] = _plane(frame.planes[1], chroma_h, chroma_w)
     uv[1] = _plane(frame.planes[2], chroma_h, chroma_w)
