@@ -12,6 +12,7 @@ forks without carrying threads along.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -128,6 +129,41 @@ class ThreadPool:
                 error = exc
         if error is not None:
             raise error
+
+    def drain(self, fn: Callable[[_T], object], jobs: Sequence[_T]) -> None:
+        """Run ``fn`` on every job: the caller and the pool threads take jobs from one queue.
+
+        Jobs start in order, each on whichever thread is free first, so a thread the machine
+        slows down does not hold up the rest (give more jobs than threads for that). After a
+        failure no further job starts; the first error is re-raised once running jobs end.
+        """
+        executor = self._ensure()
+        if executor is None or len(jobs) <= 1:
+            for job in jobs:
+                fn(job)
+            return
+        queue = deque(jobs)
+        errors: list[BaseException] = []
+
+        def take_jobs() -> None:
+            while not errors:
+                try:
+                    job = queue.popleft()  # atomic: no two threads take the same job
+                except IndexError:
+                    return
+                try:
+                    fn(job)
+                except BaseException as err:  # re-raised by the caller
+                    errors.append(err)
+                    queue.clear()
+
+        workers = self._threads - 1 if self._helpers else self._threads
+        helpers = [executor.submit(take_jobs) for _ in range(min(workers, len(jobs) - 1))]
+        take_jobs()
+        for helper in helpers:
+            helper.result()
+        if errors:
+            raise errors[0]
 
     def shutdown(self) -> None:
         if self._executor is not None and self._pid == os.getpid():

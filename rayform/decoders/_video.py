@@ -62,6 +62,9 @@ WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
 
 _KEYFRAME_COMPONENT: Final = "is_keyframe"
+# Decode jobs per decode thread and call: more than one, so that threads the machine slows down
+# leave their share to the others; few, so that most GOPs stay in one decoder.
+JOBS_PER_THREAD: Final = 3
 # Video files kept indexed (packet table + memory map) per decoder, beyond the open sessions.
 _MIN_ASSET_CACHE: Final = 16
 
@@ -167,7 +170,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self._stats_lock = threading.Lock()
         self._resumed = 0
         self._started = 0
-        self._pool = ThreadPool(self.decode_threads, name="rayform-video")
+        self._pool = ThreadPool(self.decode_threads, name="rayform-video", helpers=True)
 
     # ------------------------------------------------------------------ configuration surface
     def __repr__(self) -> str:
@@ -257,7 +260,7 @@ class VideoFrameDecoder(ColumnDecoder):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
             slab = self._slab(keys)
-            self._run_all(schedule_runs(packet_runs, parts=self._pool.threads),
+            self._run_all(schedule_runs(packet_runs, parts=self._jobs()),
                           partial(self._runs.packet_run, packets=packets, slab=slab), failures)
         elif is_timestamp_column(column.type):
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
@@ -269,7 +272,7 @@ class VideoFrameDecoder(ColumnDecoder):
 
             asset_runs, keys = plan_asset_runs(requests, first_timestamps(column), asset_of)
             slab = self._slab(keys)
-            self._run_all(schedule_runs(asset_runs, parts=self._pool.threads),
+            self._run_all(schedule_runs(asset_runs, parts=self._jobs()),
                           partial(self._runs.asset_run, slab=slab), failures)
         else:
             raise ConfigError(
@@ -283,6 +286,11 @@ class VideoFrameDecoder(ColumnDecoder):
             for kind, message in failures:
                 self._warn(kind, message)
         return results
+
+    def _jobs(self) -> int:
+        """Decode jobs per call: a few per thread, taken from one queue (load balancing)."""
+        threads = self._pool.threads
+        return 1 if threads <= 1 else JOBS_PER_THREAD * threads
 
     def _slab(self, keys: list[list[FrameKey] | Unresolved]) -> FrameSlab:
         """A slot per wanted frame, in key order (so that the view bank can be the slab)."""
@@ -303,7 +311,7 @@ class VideoFrameDecoder(ColumnDecoder):
                     elif resumed is False:
                         self._started += 1
 
-        self._pool.map(job, jobs)
+        self._pool.drain(job, jobs)
 
     def _guard(self, segment_id: str, run: Callable[[], bool],
                failures: list[tuple[str, str]]) -> bool | None:

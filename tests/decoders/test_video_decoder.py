@@ -20,6 +20,9 @@ from video_fixtures import (
 )
 
 from rayform.decoders import FieldBatch, VideoFrameDecoder
+from rayform.decoders._buffer_pool import FRAME_POOL
+from rayform.decoders._video import JOBS_PER_THREAD
+from rayform.decoders._video_plan import plan_packet_runs, schedule_runs
 from rayform.errors import ConfigError
 from rayform.media._video_encode import encode_video_packets
 
@@ -124,8 +127,13 @@ def test_runs_shared_between_threads_are_exact(decode_threads: int) -> None:
     targets = list(range(NUM_FRAMES))[::-1]  # every GOP: one run each, split between threads
     for target, tensor in zip(targets, decode_targets(decoder, "h264", 8, targets), strict=True):
         np.testing.assert_array_equal(hwc(tensor), reference[target])
-    # Runs that follow each other in one thread continue one decoder; each thread starts one.
-    assert decoder.session_misses == decode_threads
+    # Runs that follow each other in one job continue one decoder; each job starts one.
+    packets, is_keyframe, _ = stream("h264", 8)
+    runs, _ = plan_packet_runs([request(i, [t], is_keyframe) for i, t in enumerate(targets)],
+                               np.ones(len(packets), dtype=np.bool_))
+    jobs = schedule_runs(runs, parts=JOBS_PER_THREAD * decode_threads)
+    assert decode_threads < len(jobs) <= len(runs)
+    assert decoder.session_misses == len(jobs)
 
 
 def test_segments_are_decoded_separately() -> None:
@@ -166,6 +174,30 @@ def test_duplicate_unwindowed_samples_get_their_own_memory() -> None:
     out = decode_targets(VideoFrameDecoder(), "h264", 8, [4, 4, 4])
     ptrs = {t.untyped_storage().data_ptr() for t in out if t is not None}
     assert len(ptrs) == 3
+
+
+def test_frames_of_a_call_fill_one_pooled_buffer_reused_once_dropped() -> None:
+    _, _, reference = stream("h264", 8)
+    decoder = VideoFrameDecoder(decode_threads=2)
+    targets = [3, 17, 9, 40, 41]
+    out = decode_targets(decoder, "h264", 8, targets)
+    assert all(t is not None for t in out)
+    first = sorted(t.data_ptr() for t in out if t is not None)
+    frame_bytes = 3 * 48 * 64
+    assert np.diff(first).tolist() == [frame_bytes] * (len(targets) - 1), \
+        "one buffer per call, a slot per frame, samples never overlap"
+    out[0].fill_(0)  # writing one sample leaves the others intact
+    for target, tensor in zip(targets[1:], out[1:], strict=True):
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+    held = decode_targets(decoder, "h264", 8, targets)  # the first buffer is still lent
+    assert {t.data_ptr() for t in held if t is not None}.isdisjoint(first)
+    del out, tensor
+    again = decode_targets(decoder, "h264", 8, targets)
+    assert sorted(t.data_ptr() for t in again if t is not None) == first, \
+        "a dropped call's buffer is lent again (no fresh pages per block)"
+    for target, tensor in zip(targets, again, strict=True):
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+    assert FRAME_POOL.pooled_bytes > 0
 
 
 def test_view_storage_shares_one_frame_bank() -> None:

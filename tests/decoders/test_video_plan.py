@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rayform.decoders import DecodeRequest
+from rayform.decoders._requests import RequestArrays
 from rayform.decoders._video_plan import (
     PacketRun,
     Unresolved,
@@ -63,6 +64,33 @@ def test_schedule_covers_every_frame_once_per_stream(data: st.DataObject,
     # Every run starts at some request's keyframe.
     starts = {r.decode_row_indices[0] for r in requests}
     assert {run.start for run in scheduled} <= starts
+
+
+def as_arrays(requests: list[DecodeRequest], width: int) -> RequestArrays:
+    """The same requests as the pipeline hands them over (windows padded to ``width``)."""
+    outputs = np.array([[r.output_row_indices[0]] * (width - len(r.output_row_indices))
+                        + list(r.output_row_indices) for r in requests], dtype=np.int64)
+    return RequestArrays(
+        sample_positions=np.arange(len(requests), dtype=np.int64),
+        segment_ids=[r.segment_id for r in requests],
+        index_values=np.array([r.index_value for r in requests], dtype=np.int64),
+        output_rows=outputs.reshape(len(requests), width),
+        decode_starts=np.array([r.decode_row_indices[0] for r in requests], dtype=np.int64),
+        decode_stops=np.array([r.decode_row_indices[-1] + 1 for r in requests], dtype=np.int64),
+        starts_at_keyframe=True)
+
+
+@settings(max_examples=150, deadline=None)
+@given(data=st.data(), segments=segments_st, holes=st.integers(0, 3))
+def test_plans_from_request_arrays_equal_plans_from_requests(
+        data: st.DataObject, segments: list[tuple[int, int]], holes: int) -> None:
+    picks = data.draw(st.lists(st.tuples(st.integers(0, len(segments) - 1), st.integers(0, 59),
+                                         st.just(2)), min_size=1, max_size=40))
+    requests, nonempty = make_requests(segments, picks)
+    requests = [r for r in requests if len(r.output_row_indices) == 3] or requests[:0]
+    nonempty[::holes + 2] = holes == 0  # some rows without a packet: unresolved requests
+    arrays = as_arrays(requests, 3)
+    assert plan_packet_runs(arrays, nonempty) == plan_packet_runs(list(arrays), nonempty)
 
 
 def test_requests_without_a_packet_since_their_keyframe_are_unresolved() -> None:
