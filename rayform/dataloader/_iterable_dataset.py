@@ -40,13 +40,27 @@ from rayform.dataloader._partition import StreamPosition
 from rayform.dataloader._pipeline import Sample
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
-from rayform.dataloader._shuffle import SampleShuffle, ShuffleStrategy, check_block_size
+from rayform.dataloader._shuffle import (
+    NoShuffle,
+    SampleShuffle,
+    ShuffleStrategy,
+    check_block_size,
+)
 from rayform.dataloader._skipping import DEFAULT_MAX_CONSECUTIVE_SKIPPED, check_max_skipped
 from rayform.dataloader._stable_order import StableOrder
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"
+
+
+def fetch_threads(fields: Mapping[str, Field], *, shuffled_blocks: bool) -> int:
+    """Blocks prepared at once: two when the blocks come in shuffled order and the whole-field
+    decoders (video) allow it, so that one block's Python work (rows, plans, samples) runs while
+    the other's frames decode. Blocks read in order stay one at a time: each continues the
+    decoder sessions the previous one left open."""
+    heavy = [f.decode for f in fields.values() if f.decode.decode_concurrency == "field"]
+    return 2 if shuffled_blocks and heavy and all(d.concurrent_blocks for d in heavy) else 1
 
 
 class RerunIterableDataset(IterableDataset[Sample]):
@@ -126,7 +140,9 @@ class RerunIterableDataset(IterableDataset[Sample]):
         self._epoch = 0
         self._resume_position = 0
         self._consumed = 0
-        self._prefetch = ThreadPool(1, name="rayform-fetch", background=True)
+        shuffled = manifest is None and not isinstance(shuffle_strategy, NoShuffle)
+        self._prefetch = ThreadPool(fetch_threads(fields, shuffled_blocks=shuffled),
+                                    name="rayform-fetch", background=True)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,

@@ -169,6 +169,16 @@ class ColumnDecoder(ABC):
         """
         return "field"
 
+    @property
+    def concurrent_blocks(self) -> bool:
+        """``decode`` may run for two blocks at once (it is thread-safe across calls).
+
+        An iterable dataset whose whole-field decoders all allow it prepares the next block
+        (resolving rows, planning, assembling samples) while the current one decodes. Off by
+        default: a custom decoder may keep per-call state.
+        """
+        return False
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 

@@ -12,6 +12,7 @@ forks without carrying threads along.
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -24,6 +25,17 @@ from rayform.errors import ConfigError
 _T = TypeVar("_T")
 
 MAX_DEFAULT_THREADS = 8
+# Held while a pool is first set up in a process (rare; after a fork the lock is re-created).
+_CREATE_LOCK = threading.Lock()
+
+
+def _new_create_lock() -> None:
+    global _CREATE_LOCK
+    _CREATE_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_create_lock)
 
 
 def available_cpus() -> int:
@@ -84,14 +96,21 @@ class ThreadPool:
 
     def _ensure(self) -> ThreadPoolExecutor | None:
         pid = os.getpid()
-        if self._pid != pid:
-            self._threads = self._requested or default_decode_threads()
-            self._executor = None
-            self._pid = pid
-        workers = self._threads - 1 if self._helpers else self._threads
-        if self._executor is None and workers >= 1 and (self._threads > 1 or self._background):
-            self._executor = ThreadPoolExecutor(workers, thread_name_prefix=self._name)
+        if self._pid == pid and (self._executor is not None or not self._wants_executor()):
+            return self._executor
+        with _CREATE_LOCK:  # two threads' first use must not start two executors
+            if self._pid != pid:
+                self._threads = self._requested or default_decode_threads()
+                self._executor = None
+                self._pid = pid
+            if self._executor is None and self._wants_executor():
+                workers = self._threads - 1 if self._helpers else self._threads
+                self._executor = ThreadPoolExecutor(workers, thread_name_prefix=self._name)
         return self._executor
+
+    def _wants_executor(self) -> bool:
+        workers = self._threads - 1 if self._helpers else self._threads
+        return workers >= 1 and (self._threads > 1 or self._background)
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
         """Run ``fn`` on a pool thread (or right here, when the pool has a single thread)."""

@@ -76,22 +76,29 @@ class VideoFrameDecoder(ColumnDecoder):
     Rerun's, the tensor is a channels-first view of an HWC array), or a :class:`Yuv420Frame`
     with ``output_format="yuv420p"`` (``y [.., 1, H, W]``, ``uv [.., 2, H/2, W/2]``) to convert on
     the GPU. A sample's tensor never shares memory with another sample's unless
-    ``window_storage="view"``.
+    ``window_storage="view"``: the frames of one call are converted straight into one buffer
+    taken from the process's frame pool (:mod:`rayform.decoders._buffer_pool`), a slot per
+    frame, and each single-frame sample's tensor is its own slot (a later sample showing the
+    same frame, and every window, gets a copy).
 
     Work is GOP-aware: the requests of one block are grouped by (segment, keyframe) and each group
     of pictures is decoded once, forward from its keyframe, capturing every frame any sample
     wants (only those are colour-converted). Up to ``max_decoder_sessions`` decoders stay open
     between blocks, so reads that move forward (sequential or block-shuffled sampling) continue
     where the last block stopped instead of decoding again from the keyframe. A block's
-    independent runs are shared out between ``decode_threads`` threads (FFmpeg runs without the
-    GIL).
+    independent runs are cut into a few jobs per decode thread, which the calling thread and
+    ``decode_threads - 1`` helpers take from one queue (FFmpeg runs without the GIL), so a thread
+    the machine slows down leaves its share to the others.
 
     Memory is bounded: at most ``max_decoder_sessions + decode_threads`` decoders exist at once,
     each holding its codec's reference frames (H.264: at most 16, typically 1–4 frames of
     ``1.5 × H × W`` bytes in yuv420p) plus its last frame; up to ``max(16,
     max_decoder_sessions)`` video files stay memory-mapped (pages the OS may drop) with a packet
     table of 48 bytes per frame. Within a call only the wanted frames are kept, converted: the
-    outputs themselves.
+    outputs themselves, in one pooled buffer (``frames × H × W × 3`` bytes in RGB) that returns to
+    the pool once every sample of the call is dropped; the pool keeps at most 128 MiB per
+    process, beyond which buffers are plain allocations. Holding one sample keeps its call's
+    buffer lent: ``clone()`` samples you keep for long.
 
     A sample whose frames cannot be decoded (a corrupt packet, a timestamp the file does not
     have, an unreadable video file) gets ``None``: in a rayform dataset it is reported
@@ -109,9 +116,9 @@ class VideoFrameDecoder(ColumnDecoder):
         window_storage: ``"copy"`` gives every sample its own memory; ``"view"`` lets samples and
             window slots that show the same frame share one frame bank per call.
         output_format: ``"rgb"`` (uint8 tensors) or ``"yuv420p"`` (:class:`Yuv420Frame`).
-        decode_threads: threads sharing a block's independent runs (rayform's addition);
-            ``None`` uses the process's CPUs (at most 4) in the main process and 1 inside a
-            DataLoader worker.
+        decode_threads: threads sharing a block's independent runs, the calling thread
+            included (rayform's addition); ``None`` uses the process's CPUs (at most 8) in the
+            main process and 1 inside a DataLoader worker.
     """
 
     def __init__(
@@ -189,6 +196,11 @@ class VideoFrameDecoder(ColumnDecoder):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._init_state()
+
+    @property
+    def concurrent_blocks(self) -> bool:
+        """Two blocks may decode at once: sessions are checked out per run, counters locked."""
+        return True
 
     @property
     def session_hits(self) -> int:

@@ -117,8 +117,8 @@ def stack(values: Sequence[Captured]) -> Any:
 class CopyOutputs:
     """``window_storage="copy"``: every sample owns its memory.
 
-    The first sample to show a frame takes the decoded array itself; later ones get a copy;
-    windows are stacked into new memory.
+    The first sample to show a frame takes its slot of the call's :class:`FrameSlab` (no copy);
+    later ones get a copy; windows are stacked into new memory.
     """
 
     def __init__(self, captured: dict[FrameKey, Captured]) -> None:

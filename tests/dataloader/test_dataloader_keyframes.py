@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,12 +14,16 @@ from dataloader_factories import VIDEO, Episode, reference_positions, reference_
 
 from rayform.catalog import DatasetEntry
 from rayform.dataloader import (
+    BlockShuffle,
     DataSource,
     DecodeRequest,
     Field,
     FieldBatch,
     FixedRateSampling,
+    NoShuffle,
+    RerunIterableDataset,
     RerunMapDataset,
+    ShuffleStrategy,
 )
 from rayform.decoders import ColumnDecoder
 from rayform.errors import ConfigError
@@ -131,3 +137,50 @@ def test_decoders_can_open_the_segment(robots_dataset: DatasetEntry) -> None:
     ds.__getitems__([0, 50])
     assert len(seen) == 2 and all(c.is_static for c in seen)
     assert seen[0].values.to_pylist() == [["h264"]]
+
+
+class OverlapProbe(PacketEchoDecoder):
+    """Counts how many ``decode`` calls run at once (each lasts a little while)."""
+
+    def __init__(self, *, concurrent: bool) -> None:
+        super().__init__()
+        self._concurrent = concurrent
+        self._lock = threading.Lock()
+        self.active = 0
+        self.most = 0
+
+    @property
+    def concurrent_blocks(self) -> bool:
+        return self._concurrent
+
+    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> list[Any]:
+        with self._lock:
+            self.active += 1
+            self.most = max(self.most, self.active)
+        try:
+            time.sleep(0.01)
+            return super().decode(batch, requests)
+        finally:
+            with self._lock:
+                self.active -= 1
+
+
+@pytest.mark.filterwarnings("ignore:Skipping samples:RuntimeWarning")
+@pytest.mark.parametrize(("concurrent", "strategy", "at_once"), [
+    (True, BlockShuffle(), 2), (False, BlockShuffle(), 1), (True, NoShuffle(), 1)])
+def test_iterable_prepares_two_shuffled_blocks_at_once_when_the_decoder_allows(
+        robots_dataset: DatasetEntry, concurrent: bool, strategy: ShuffleStrategy,
+        at_once: int) -> None:
+    # Blocks in order stay one at a time: each continues the decoder sessions of the last.
+    def samples(decoder: ColumnDecoder) -> list[tuple[str, list[int]]]:
+        ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index",
+                                  {"video": Field(VIDEO, decoder)}, fetch_block_size=4,
+                                  shuffle_strategy=strategy, sample_metadata=True,
+                                  decode_threads=1)
+        return [(s["meta"]["segment_id"], s["video"].tolist() if s["video"] is not None else [])
+                for s in ds]
+
+    probe = OverlapProbe(concurrent=concurrent)
+    got = samples(probe)
+    assert probe.most == at_once
+    assert got == samples(PacketEchoDecoder()), "the same samples in the same order"
