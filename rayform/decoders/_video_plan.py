@@ -224,17 +224,29 @@ def _merge(runs: list[Run], *, gap: int) -> list[Run]:
     return merged
 
 
-def schedule_runs(runs: list[Run], *, parts: int) -> list[list[Run]]:
-    """Split a block's runs (sorted by stream, then start) into up to ``parts`` decode jobs.
+def _chains(runs: Sequence[Run]) -> int:
+    """How many decoders ``runs`` (sorted, non-overlapping) need: runs of one stream that follow
+    each other without a gap are decoded by one."""
+    return 1 + sum(not (b.stream == a.stream and b.start <= a.end + 1)
+                   for a, b in pairwise(runs))
 
-    Runs that overlap are merged first (their shared frames are decoded once). The merged runs
-    are then cut into contiguous parts of similar decoding work (packets fed), and within a part
-    runs that follow each other without a gap are merged again, so that one decoder carries on
-    through the keyframe instead of starting afresh (the same frames, one decoder fewer).
+
+def schedule_runs(runs: list[Run], *, parts: int) -> list[list[Run]]:
+    """Split a block's runs (sorted by stream, then start) into decode jobs for ``parts`` slots.
+
+    Runs that overlap are merged first (their shared frames are decoded once). Runs that follow
+    each other without a gap are decoded by one decoder (it carries on through the keyframe: the
+    same frames, one decoder fewer). When that leaves at least ``parts`` independent chains
+    (random access), each chain is a job and the longest come first, so that threads taking jobs
+    from one queue finish together. Otherwise (a few long sequential stretches) the runs are cut
+    into ``parts`` contiguous jobs of similar decoding work (packets fed).
     """
     merged = _merge(runs, gap=0)
     if parts <= 1 or len(merged) <= 1:
         return [_merge(merged, gap=1)] if merged else []
+    if _chains(merged) >= parts:
+        chains = _merge(merged, gap=1)
+        return [[run] for run in sorted(chains, key=lambda run: run.start - run.end)]
     cost = np.array([run.end - run.start + 1 for run in merged], dtype=np.float64)
     bounds = np.searchsorted(np.cumsum(cost), np.arange(1, parts) * cost.sum() / parts)
     cuts: list[int] = sorted({int(b) + 1 for b in bounds if 0 <= b < len(merged) - 1})

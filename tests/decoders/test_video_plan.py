@@ -48,7 +48,7 @@ def test_schedule_covers_every_frame_once_per_stream(data: st.DataObject,
     requests, nonempty = make_requests(segments, picks)
     runs, keys = plan_packet_runs(requests, nonempty)
     jobs = schedule_runs(runs, parts=parts)
-    assert 1 <= len(jobs) <= parts
+    assert 1 <= len(jobs) <= max(parts, len(runs))
     scheduled: list[PacketRun] = [run for job in jobs for run in job]
     wanted = set().union(*(run.wanted_rows for run in scheduled))
     for request, frame_keys in zip(requests, keys, strict=True):
@@ -110,5 +110,18 @@ def test_one_gop_one_run_and_parts_split_at_run_boundaries() -> None:
     assert [(r.start, r.end) for r in runs] == [(0, 5), (8, 12), (24, 31), (48, 50)]
     assert [[(r.start, r.end) for r in job] for job in schedule_runs(runs, parts=1)] == [
         [(0, 5), (8, 12), (24, 31), (48, 50)]]
-    jobs = schedule_runs(runs, parts=2)
-    assert len(jobs) == 2 and sum(len(job) for job in jobs) == 4
+    # Four independent runs for two slots: a job each, the longest first.
+    assert [[(r.start, r.end) for r in job] for job in schedule_runs(runs, parts=2)] == [
+        [(24, 31)], [(0, 5)], [(8, 12)], [(48, 50)]]
+
+
+def test_a_sequential_stretch_is_cut_into_parts_at_keyframes() -> None:
+    segments = [(64, 8)]
+    picks = [(0, r, 0) for r in range(5, 45)]  # a block of 40 frames over GOPs of 8
+    requests, nonempty = make_requests(segments, picks)
+    runs, _ = plan_packet_runs(requests, nonempty)
+    assert [(r.start, r.end) for r in schedule_runs(runs, parts=1)[0]] == [(0, 44)]
+    runs, _ = plan_packet_runs(requests, nonempty)  # scheduling merges runs in place
+    jobs = schedule_runs(runs, parts=3)
+    assert [[(r.start, r.end) for r in job] for job in jobs] == [
+        [(0, 15)], [(16, 31)], [(32, 44)]]
