@@ -35,18 +35,37 @@ class StackedColumn:
     Attributes:
         tensor: ``[R, …]`` the decoded rows.
         rows: ``int64[N]`` per sample (block order), its row of ``tensor``; ``-1``: no value.
+        identity: ``rows`` is ``0, 1, …, N - 1`` (sample ``i`` is row ``i``).
     """
 
     tensor: torch.Tensor
     rows: npt.NDArray[np.int64]
+    identity: bool = False
+
+    @staticmethod
+    def of(tensor: torch.Tensor, rows: npt.NDArray[np.int64]) -> StackedColumn:
+        """The column, with :attr:`identity` worked out."""
+        identity = len(rows) == tensor.shape[0] and bool(
+            np.array_equal(rows, np.arange(len(rows), dtype=np.int64)))
+        return StackedColumn(tensor, rows, identity)
+
+    def rows_at(self, start: int, stop: int) -> torch.Tensor:
+        """The rows of samples ``start:stop`` (all present): a view when :attr:`identity`."""
+        if self.identity:
+            return self.tensor[start:stop]
+        return self.tensor.index_select(0, torch.from_numpy(self.rows[start:stop]))
+
+    def rows_of(self, positions: torch.Tensor) -> torch.Tensor:
+        """The rows of the samples at ``positions`` (int64, all present)."""
+        if self.identity:
+            return self.tensor.index_select(0, positions)
+        return self.tensor.index_select(0, torch.from_numpy(self.rows[positions.numpy()]))
 
     def values(self) -> list[Any]:
         unbound = self.tensor.unbind(0)
-        rows = self.rows
-        if len(rows) == len(unbound) and (len(rows) == 0 or (
-                int(rows[0]) == 0 and bool(np.all(np.diff(rows) == 1)))):
+        if self.identity:
             return list(unbound)
-        return [unbound[r] if r >= 0 else None for r in rows.tolist()]
+        return [unbound[r] if r >= 0 else None for r in self.rows.tolist()]
 
     def missing(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
         return self.rows[positions] < 0
@@ -86,7 +105,7 @@ def field_column(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequenc
         if from_rows is not None:
             rows = np.full(size, -1, dtype=np.int64)
             rows[parts[0][0]] = np.arange(len(parts[0][0]), dtype=np.int64)
-            return StackedColumn(from_rows, rows)
+            return StackedColumn.of(from_rows, rows)
     items: list[Any] = [None] * size
     for positions, results in parts:
         values = results.unbind() if isinstance(results, TensorRows) else results
@@ -116,22 +135,21 @@ class BlockColumns:
 
     @property
     def dense(self) -> bool:
-        """Every column is stacked with sample ``i`` at row ``i`` (so no value is missing)."""
+        """Every column is stacked and every sample has every value."""
         if self._dense is None:
-            identity = np.arange(self.size, dtype=np.int64)
             self._dense = all(
-                isinstance(col, StackedColumn) and col.tensor.shape[0] == self.size
-                and np.array_equal(col.rows, identity) for col in self.columns.values())
+                isinstance(col, StackedColumn) and (col.identity or bool((col.rows >= 0).all()))
+                for col in self.columns.values())
         return self._dense
 
     def slice(self, start: int, stop: int) -> dict[str, torch.Tensor]:
-        """The batch of samples ``start:stop`` of a :attr:`dense` block (views)."""
-        return {key: _stacked(col).tensor[start:stop] for key, col in self.columns.items()}
+        """The batch of samples ``start:stop`` of a :attr:`dense` block (views where rows are
+        in block order)."""
+        return {key: _stacked(col).rows_at(start, stop) for key, col in self.columns.items()}
 
     def select(self, positions: torch.Tensor) -> dict[str, torch.Tensor]:
         """The batch of the samples at ``positions`` (int64) of a :attr:`dense` block."""
-        return {key: _stacked(col).tensor.index_select(0, positions)
-                for key, col in self.columns.items()}
+        return {key: _stacked(col).rows_of(positions) for key, col in self.columns.items()}
 
     def samples(self) -> list[Sample]:
         """One dict per sample, in block order."""

@@ -512,7 +512,7 @@ class SamplePipeline:
                                       for key, key_parts in parts.items()}
         for key, mask in block.pad_masks.items():
             columns[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
-                                                         np.arange(n, dtype=np.int64))
+                                                         np.arange(n, dtype=np.int64), True)
         if self._sample_metadata:
             metas: list[Any] = []
             for i in range(n):
