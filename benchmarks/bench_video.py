@@ -70,8 +70,10 @@ def _convert(frame: Any, reformatter: Any) -> Any:
     return [np.frombuffer(p, np.uint8).copy() for p in frame.planes]
 
 
-def _decode_jobs(jobs: Sequence[Job]) -> int:
-    """Decode ``jobs`` with fresh one-thread decoders; returns the frames decoded."""
+def _decode_jobs(jobs: Sequence[Job]) -> tuple[int, float]:
+    """Decode ``jobs`` with fresh one-thread decoders; returns the frames decoded and the CPU
+    seconds it took."""
+    cpu0 = time.process_time()
     reformatter = VideoReformatter()
     decoded = 0
     for episode, first, last, wanted in jobs:
@@ -89,16 +91,17 @@ def _decode_jobs(jobs: Sequence[Job]) -> int:
             if row in keep:
                 _convert(frame, reformatter)
             row += 1
-    return decoded
+    return decoded, time.process_time() - cpu0
 
 
-def bare_seconds(pool: Any, jobs: list[Job]) -> float:
-    """Seconds to decode ``jobs`` spread over the pool's processes (longest first)."""
+def bare_seconds(pool: Any, jobs: list[Job]) -> tuple[float, float]:
+    """Seconds to decode ``jobs`` spread over the pool's processes (longest first), and the CPU
+    seconds the processes spent (robust to the machine's other load)."""
     order = sorted(jobs, key=lambda j: j[1] - j[2])
     parts = [order[i::w.cores()] for i in range(w.cores())]
     t0 = time.perf_counter()
-    pool.map(_decode_jobs, parts)
-    return time.perf_counter() - t0
+    done = pool.map(_decode_jobs, parts)
+    return time.perf_counter() - t0, sum(cpu for _, cpu in done)
 
 
 def sequential_jobs(workload: w.Workload) -> list[Job]:
@@ -154,8 +157,9 @@ def count(batches: Iterator[Any], limit: int) -> int:
     return seen
 
 
-def iterable_run(ds: RerunIterableDataset) -> tuple[float, list[npt.NDArray[np.int64]]]:
-    """(samples/s over the first LOADER_SAMPLES samples, the blocks they came from)."""
+def iterable_run(ds: RerunIterableDataset) -> tuple[float, float, list[npt.NDArray[np.int64]]]:
+    """(samples/s over the first LOADER_SAMPLES samples, CPU seconds per sample, the blocks
+    they came from)."""
     ds.set_epoch(SEED)
     stream = ds._order.stream(ds._pipeline, StreamPosition.current(), epoch=ds.epoch, start=0)
     limit = min(LOADER_SAMPLES, len(ds))
@@ -165,12 +169,12 @@ def iterable_run(ds: RerunIterableDataset) -> tuple[float, list[npt.NDArray[np.i
             break
         blocks.append(stream.indices[start:end])
         total += end - start
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), w.cpu_seconds()
     seen = count(iter(DataLoader(ds, batch_size=w.BATCH, collate_fn=list)), limit)
-    return seen / (time.perf_counter() - t0), blocks
+    return seen / (time.perf_counter() - t0), (w.cpu_seconds() - cpu0) / seen, blocks
 
 
-def map_run(ds: RerunMapDataset) -> tuple[float, list[npt.NDArray[np.int64]]]:
+def map_run(ds: RerunMapDataset) -> tuple[float, float, list[npt.NDArray[np.int64]]]:
     limit = min(LOADER_SAMPLES, len(ds))
     sampler = BatchSampler(RandomSampler(ds, generator=torch.Generator().manual_seed(SEED)),
                            w.BATCH, drop_last=False)
@@ -181,9 +185,9 @@ def map_run(ds: RerunMapDataset) -> tuple[float, list[npt.NDArray[np.int64]]]:
         batches.append(np.asarray(batch, dtype=np.int64))
     loader = DataLoader(ds, batch_size=w.BATCH, shuffle=True, collate_fn=list,
                         generator=torch.Generator().manual_seed(SEED))
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), w.cpu_seconds()
     seen = count(iter(loader), limit)
-    return seen / (time.perf_counter() - t0), batches
+    return seen / (time.perf_counter() - t0), (w.cpu_seconds() - cpu0) / seen, batches
 
 
 # ------------------------------------------------------------------------------------- main
@@ -223,7 +227,7 @@ def run_measures(verdicts: w.Verdicts, pool: Any, workload: w.Workload, source: 
     seq_jobs = sequential_jobs(workload)
     seq_frames = sum(j[2] - j[1] + 1 for j in seq_jobs)
     print("(a) the video field alone, 30 Hz grid (one frame per sample)")
-    cases: dict[str, Callable[[], tuple[float, list[npt.NDArray[np.int64]]]]] = {
+    cases: dict[str, Callable[[], tuple[float, float, list[npt.NDArray[np.int64]]]]] = {
         "iterable BlockShuffle": lambda: iterable_run(video_ds(BlockShuffle(), w.CAMERA_HZ,
                                                                video_fields)),
         "iterable SampleShuffle": lambda: iterable_run(video_ds(SampleShuffle(), w.CAMERA_HZ,
@@ -233,17 +237,21 @@ def run_measures(verdicts: w.Verdicts, pool: Any, workload: w.Workload, source: 
     for name, run in cases.items():
         pairs = []
         for _ in range(REPEATS):
-            rate, blocks = run()
+            rate, cpu_s, blocks = run()
             samples = sum(len(b) for b in blocks)
             if name == "iterable BlockShuffle":
-                limit = seq_frames / bare_seconds(pool, seq_jobs)
+                wall_s, bare_cpu_s = bare_seconds(pool, seq_jobs)
+                limit, bare_cpu_s = seq_frames / wall_s, bare_cpu_s / seq_frames
                 how = "limit: bare sequential decode of every frame, episodes over all cores"
             else:
                 jobs, decoded = plan_jobs(grid30.sample_index, blocks, frame_ns, workload.keyframes,
                                           episode_of)
-                limit = samples / bare_seconds(pool, jobs)
+                wall_s, bare_cpu_s = bare_seconds(pool, jobs)
+                limit, bare_cpu_s = samples / wall_s, bare_cpu_s / samples
                 how = (f"limit: the same GOP plan bare on all cores; "
                        f"{decoded / samples:.1f} frames decoded per sample")
+            how += (f"; CPU per sample: loader {cpu_s * 1e3:.2f} ms, bare "
+                    f"{bare_cpu_s * 1e3:.2f} ms")
             pairs.append((rate, limit, how))
         middle = sorted(pairs, key=lambda p: p[0] / p[1])[len(pairs) // 2]
         verdicts.line(name, middle[0], "samples/s", middle[1], target=0.8, how=middle[2])
@@ -253,11 +261,11 @@ def run_measures(verdicts: w.Verdicts, pool: Any, workload: w.Workload, source: 
     for name, strategy in (("iterable SampleShuffle", SampleShuffle()),
                            ("iterable BlockShuffle", BlockShuffle())):
         ds = video_ds(strategy, w.GRID_HZ, full_fields)
-        rate, blocks = iterable_run(ds)
+        rate, _, blocks = iterable_run(ds)
         samples = sum(len(b) for b in blocks)
         jobs, decoded = plan_jobs(ds.sample_index, blocks, frame_ns, workload.keyframes,
                                   episode_of)
-        video_s = bare_seconds(pool, jobs)
+        video_s, _ = bare_seconds(pool, jobs)
         jpeg_s = samples / w.bare_jpeg_rate(workload.all_jpegs[:samples], w.cores())
         verdicts.line(name, rate, "samples/s", samples / (video_s + jpeg_s),
                       how=f"{decoded / samples:.1f} frames decoded per sample; video "
