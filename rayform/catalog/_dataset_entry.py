@@ -293,12 +293,13 @@ class DatasetEntry(DatasetView):
         Raises:
             EntryNotFoundError: the dataset has no snapshot ``version``.
         """
-        newest = latest_version_number(self._catalog.store, self._name)
         try:
             if isinstance(version, bool) or not isinstance(version, int) or version < 1:
                 raise FileNotFoundError(version)
             snapshot = load_snapshot(self._catalog, self._name, version)
         except FileNotFoundError:
+            # Listed only to name the valid range: a remote listing is a round trip.
+            newest = latest_version_number(self._catalog.store, self._name)
             raise EntryNotFoundError(
                 f"dataset {self._name!r} has no snapshot {version!r}; committed snapshots are "
                 f"1..{newest} (see snapshot_version)"
