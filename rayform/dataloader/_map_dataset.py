@@ -129,17 +129,20 @@ class RerunMapDataset(Dataset[Sample]):
             IndexError: an index is negative or ``>= len(self)``.
             DecodeError: a sample's data cannot be decoded and ``on_decode_error='raise'``.
         """
+        if self._pipeline.decode_errors == "skip":
+            samples = self._pipeline.process_dropping_failures(self._global(indices))
+        else:
+            samples = self._pipeline.process(self._global(indices))
         if self._read_ahead_pid != os.getpid():
             self._start_read_ahead()
-        if self._pipeline.decode_errors == "skip":
-            return self._pipeline.process_dropping_failures(self._global(indices))
-        return self._pipeline.process(self._global(indices))
+        return samples
 
     def _start_read_ahead(self) -> None:
-        """Announce every segment to the catalog's store once per process: the sampler's order
-        is unknown, but an epoch reads every segment, so a remote store downloads the ones not
-        read yet in the background (bounded: at most a few objects ahead of the reader) while
-        this process decodes; a local store ignores the hint."""
+        """Announce every segment to the catalog's store, once per process and after the first
+        batch (which it must not slow down): the sampler's order is unknown, but an epoch reads
+        every segment, so a remote store downloads the ones not read yet in the background
+        (bounded: a few objects ahead of the reader) while this process decodes and trains; a
+        local store ignores the hint."""
         self._read_ahead_pid = os.getpid()
         index = self._pipeline.sample_index
         self._pipeline.view.prefetch(index.segment_id(i) for i in range(index.num_segments))

@@ -10,7 +10,7 @@ finds it installed: nothing is downloaded twice.
 Bounds:
     * memory: ``max_in_flight`` downloads at once, each streaming through the transport's buffer
       (1 MiB for S3, 1 MiB for HTTPS): at most ``max_in_flight`` MiB of bytes in flight in RAM,
-      plus one digest string per announced object;
+      plus one digest string per object started or read;
     * disk and bandwidth: at most ``max_ahead`` objects prefetched but not yet read; announced
       objects beyond that wait until the reader catches up (:meth:`claimed`).
 
@@ -20,10 +20,11 @@ the real error. Not fork-safe by design: a forked child starts with an empty pre
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -38,7 +39,8 @@ class ObjectPrefetcher:
 
     Args:
         fetch: downloads one object into the cache and returns its path (verified).
-        is_cached: True when an object is already in the cache (never queued).
+        is_cached: True when an object is already in the cache (never queued); a cheap check
+            (the file exists): the reader verifies the copy when it opens it, as always.
         max_in_flight: downloads running at once.
         max_ahead: objects prefetched (or being prefetched) but not yet read.
     """
@@ -58,9 +60,9 @@ class ObjectPrefetcher:
 
     def _reset(self) -> None:
         self._pid = os.getpid()
-        self._pending: deque[str] = deque()
-        self._known: set[str] = set()  # announced (pending, running or done), never re-queued
-        self._ahead: set[str] = set()  # started by the prefetcher and not yet claimed
+        self._pending: deque[Iterator[str]] = deque()  # announced, pulled lazily
+        self._seen: set[str] = set()  # started or read: never started again
+        self._ahead: set[str] = set()  # started by the prefetcher and not yet read
         self._running = 0
         self._pool: ThreadPoolExecutor | None = None
 
@@ -71,21 +73,21 @@ class ObjectPrefetcher:
 
     # ---------------------------------------------------------------------------- use
     def announce(self, digests: Iterable[str]) -> None:
-        """Queue objects that will be read soon, in the order given (already announced and
-        cached ones are skipped); returns at once."""
+        """Queue objects that will be read soon, in the order given; returns at once.
+
+        ``digests`` is consumed lazily, only as far as the bounds let downloads start (announcing
+        every object of a 100,000-segment dataset costs nothing up front); objects already
+        started, read or present in the cache are skipped."""
         self._check_fork()
         with self._lock:
-            for digest in digests:
-                if digest not in self._known:
-                    self._known.add(digest)
-                    self._pending.append(digest)
+            self._pending.append(iter(digests))
             self._pump()
 
     def claimed(self, digest: str) -> None:
         """The reader has read ``digest``: it no longer counts against ``max_ahead``."""
         self._check_fork()
         with self._lock:
-            self._known.add(digest)  # read on demand: never worth prefetching any more
+            self._seen.add(digest)  # read on demand: never worth prefetching any more
             if digest in self._ahead:
                 self._ahead.discard(digest)
                 self._pump()
@@ -97,19 +99,31 @@ class ObjectPrefetcher:
             return len(self._ahead)
 
     @property
-    def pending(self) -> int:
-        """Announced objects not started yet."""
+    def running(self) -> int:
+        """Downloads in progress."""
         with self._lock:
-            return len(self._pending)
+            return self._running
 
     # ------------------------------------------------------------------------ running
+    def _next(self) -> str | None:
+        """The next announced object worth downloading, or None (holding ``_lock``)."""
+        while self._pending:
+            try:
+                digest = next(self._pending[0], None)
+            except Exception:  # a hint that cannot be followed is dropped, never raised
+                digest = None
+            if digest is None:
+                self._pending.popleft()
+            elif digest not in self._seen and not self._is_cached(digest):
+                return digest
+        return None
+
     def _pump(self) -> None:
         """Start downloads while both bounds allow (holding ``_lock``)."""
-        while (self._pending and self._running < self.max_in_flight
-               and len(self._ahead) < self.max_ahead):
-            digest = self._pending.popleft()
-            if self._is_cached(digest):
-                continue
+        while self._running < self.max_in_flight and len(self._ahead) < self.max_ahead:
+            digest = self._next()
+            if digest is None:
+                return
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.max_in_flight,
                                                 thread_name_prefix="rayform-prefetch")
@@ -118,9 +132,10 @@ class ObjectPrefetcher:
             except RuntimeError:  # the interpreter is shutting down: nothing more to start
                 self._pending.clear()
                 return
+            self._seen.add(digest)
             self._running += 1
             self._ahead.add(digest)
-            future.add_done_callback(lambda done, d=digest: self._finished(d, done))
+            future.add_done_callback(functools.partial(self._finished, digest))
 
     def _finished(self, digest: str, future: Future[Path]) -> None:
         with self._lock:

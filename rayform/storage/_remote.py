@@ -231,7 +231,8 @@ class RemoteStore(Store):
         if self.is_offline():
             return
         if self._prefetcher is None:
-            self._prefetcher = ObjectPrefetcher(self._fetch_quietly, self.is_cached)
+            self._prefetcher = ObjectPrefetcher(self._fetch_quietly,
+                                               lambda d: self.cache.path_of(d).exists())
         self._prefetcher.announce(digests)
 
     def _fetch_quietly(self, digest: str) -> Path:

@@ -73,6 +73,7 @@ class Store(ABC):
     def prefetch(self, digests: Iterable[str]) -> None:
         """Hint that the objects ``digests`` will be read soon, in this order (a remote store
         downloads them in the background, bounded; a local one has nothing to do)."""
+        return None
 
     @abstractmethod
     def object_path(self, digest: str) -> Path:
