@@ -12,11 +12,13 @@ import torch
 from surface_servers import Https
 
 import rayform
+from rayform.dataloader import DataSource, Field, NumericDecoder, RerunMapDataset
 from rayform.errors import RemoteError
 from rayform.storage._cache import ObjectCache
 from rayform.storage._store import object_key
 
 torch.set_num_threads(1)
+JOINTS = "/joints/position:Scalars:scalars"
 
 
 def objects_of(slice_: rayform.catalog.Slice) -> dict[str, str]:
@@ -33,15 +35,19 @@ def wait_for_gets(https: Https, digests: list[str], timeout_s: float = 20.0) -> 
         time.sleep(0.01)
 
 
+def map_dataset(view: rayform.DatasetView) -> RerunMapDataset:
+    return RerunMapDataset(DataSource(view), "frame_index",
+                           {"q": Field(JOINTS, NumericDecoder())}, sample_metadata=True)
+
+
 def test_the_segments_after_the_first_batch_are_fetched_in_the_background(
         https_catalog: Https, local_catalog: rayform.Catalog, cache_dir: Path) -> None:
-    made = rayform.Client(local_catalog).slices.create("robots")
-    remote = rayform.Client(https_catalog.url).slices.get(made.id)
-    objects = objects_of(remote)
-    ds = rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15, seed=None)
+    remote = rayform.Catalog.open(https_catalog.url).get_dataset("robots")
+    objects = {r.segment_id: r.layers["base"].object for r in remote.segment_records()}
+    ds = map_dataset(remote)
     assert not any(https_catalog.log.gets_of(d) for d in objects.values())
-    first = ds.__getitems__([0])  # in order (seed=None): only ep0 is needed
-    assert first[0]["meta"]["segment"] == "ep0"
+    first = ds.__getitems__([0])  # only ep0 is needed
+    assert first[0]["meta"]["segment_id"] == "ep0"
     wait_for_gets(https_catalog, [objects["ep1"], objects["ep2"]])  # read ahead, unasked
     cache = ObjectCache(cache_dir)
     for digest in objects.values():
@@ -51,12 +57,12 @@ def test_the_segments_after_the_first_batch_are_fetched_in_the_background(
             time.sleep(0.01)
     fetched = len(https_catalog.log.object_gets())
     samples = ds.__getitems__(list(range(len(ds))))
-    assert {s["meta"]["segment"] for s in samples} == {"ep0", "ep1", "ep2"}
+    assert {s["meta"]["segment_id"] for s in samples} == {"ep0", "ep1", "ep2"}
     assert len(https_catalog.log.object_gets()) == fetched  # read from the cache
     assert https_catalog.log.refetched() == []  # nothing downloaded twice
-    local = rayform.torch.EpisodeDataset(made, obs=["joints/position"], fps=15, seed=None)
+    local = map_dataset(local_catalog.get_dataset("robots"))
     for a, b in zip(samples, local.__getitems__(list(range(len(local)))), strict=True):
-        assert torch.equal(a["joints/position"], b["joints/position"])
+        assert torch.equal(a["q"], b["q"])
 
 
 def test_a_corrupt_object_read_ahead_never_enters_the_cache(
@@ -109,3 +115,12 @@ def test_opening_a_remote_slice_fetches_catalog_json_once_per_catalog(
     # the client's catalog and the view's (one each); one listing of the snapshots
     assert len(catalog_gets) == 2
     assert len(version_lists) == 1
+
+
+def test_a_remote_episode_dataset_starts_downloading_when_built(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    made = rayform.Client(local_catalog).slices.create("robots")
+    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
+    wait_for_gets(https_catalog, made.objects())  # no batch asked for yet
+    assert https_catalog.log.refetched() == []
