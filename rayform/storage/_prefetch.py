@@ -15,17 +15,15 @@ Bounds:
       objects beyond that wait until the reader catches up (:meth:`claimed`).
 
 A failed prefetch is dropped silently: the reader's own request fetches it again and raises
-the real error. Not fork-safe by design: a forked child starts with an empty prefetcher.
+the real error. A forked child starts with an empty prefetcher (the threads stay in the parent).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from rayform.errors import ConfigError
@@ -64,7 +62,7 @@ class ObjectPrefetcher:
         self._seen: set[str] = set()  # started or read: never started again
         self._ahead: set[str] = set()  # started by the prefetcher and not yet read
         self._running = 0
-        self._pool: ThreadPoolExecutor | None = None
+        self._threads: set[threading.Thread] = set()
 
     def _check_fork(self) -> None:
         if self._pid != os.getpid():  # a forked child: the parent's threads are not here
@@ -124,24 +122,26 @@ class ObjectPrefetcher:
             digest = self._next()
             if digest is None:
                 return
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self.max_in_flight,
-                                                thread_name_prefix="rayform-prefetch")
-            try:
-                future = self._pool.submit(self._fetch, digest)
-            except RuntimeError:  # the interpreter is shutting down: nothing more to start
-                self._pending.clear()
-                return
+            # Daemon threads (at most max_in_flight alive): a process that exits does not wait
+            # for read-ahead nobody will read; the cache sweeps the partial file later.
+            thread = threading.Thread(target=self._run, args=(digest,), daemon=True,
+                                      name="rayform-prefetch")
             self._seen.add(digest)
             self._running += 1
             self._ahead.add(digest)
-            future.add_done_callback(functools.partial(self._finished, digest))
+            self._threads.add(thread)
+            thread.start()
 
-    def _finished(self, digest: str, future: Future[Path]) -> None:
+    def _run(self, digest: str) -> None:
+        failed = False
+        try:
+            self._fetch(digest)
+        except Exception:  # dropped: the reader's own request fetches it and raises the error
+            failed = True
         with self._lock:
             self._running -= 1
-            if future.exception() is not None:
-                # Dropped: the reader's own request fetches it again and raises the real error.
+            self._threads.discard(threading.current_thread())
+            if failed:
                 self._ahead.discard(digest)
             self._pump()
 
@@ -149,6 +149,6 @@ class ObjectPrefetcher:
         """Drop what is pending and wait for the running downloads."""
         with self._lock:
             self._pending.clear()
-            pool, self._pool = self._pool, None
-        if pool is not None:
-            pool.shutdown(wait=True)
+            threads = list(self._threads)
+        for thread in threads:
+            thread.join()
