@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from surface_data import write_episode
 from surface_servers import Https
 
 import rayform
@@ -107,14 +108,19 @@ def test_offline_nothing_is_read_ahead(https_catalog: Https, local_catalog: rayf
 
 
 def test_opening_a_remote_slice_fetches_catalog_json_once_per_catalog(
-        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+        https_catalog: Https, local_catalog: rayform.Catalog, tmp_path: Path) -> None:
     made = rayform.Client(local_catalog).slices.create("robots")
-    rayform.Client(https_catalog.url).slices.get(made.id).view()
+    newer = write_episode(tmp_path / "ep9.rfr", "ep9", seed=9)
+    local_catalog.get_dataset("robots").register(newer).wait()  # snapshot 2; the slice pins 1
+    view = rayform.Client(https_catalog.url).slices.get(made.id).view()
+    assert view.segment_ids() == ["ep0", "ep1", "ep2"]
+    assert not any("/versions/000000000002" in p for p in https_catalog.log.gets)
     catalog_gets = [p for p in https_catalog.log.gets if p.endswith("/catalog.json")]
     version_lists = [p for p in https_catalog.log.gets if "/versions/.listing" in p]
-    # the client's catalog and the view's (one each); one listing of the snapshots
+    # the client's catalog and the view's (one each); the pinned snapshot is read, the newer
+    # ones are neither listed nor loaded
     assert len(catalog_gets) == 2
-    assert len(version_lists) == 1
+    assert version_lists == []
 
 
 def test_a_remote_episode_dataset_starts_downloading_when_built(
