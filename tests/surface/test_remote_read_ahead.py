@@ -13,7 +13,14 @@ from surface_data import write_episode
 from surface_servers import Https
 
 import rayform
-from rayform.dataloader import DataSource, Field, NumericDecoder, RerunMapDataset
+from rayform.dataloader import (
+    DataSource,
+    Field,
+    NoShuffle,
+    NumericDecoder,
+    RerunIterableDataset,
+    RerunMapDataset,
+)
 from rayform.errors import RemoteError
 from rayform.storage._cache import ObjectCache
 from rayform.storage._store import object_key
@@ -130,3 +137,24 @@ def test_a_remote_episode_dataset_starts_downloading_when_built(
     rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
     wait_for_gets(https_catalog, made.objects())  # no batch asked for yet
     assert https_catalog.log.refetched() == []
+
+
+def test_an_iterable_pass_reads_its_segments_ahead_in_block_order(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    """The iterable dataset knows its order: starting a pass announces the segments of its fetch
+    blocks, so they download (verified, once) while the first block decodes."""
+    remote = rayform.Catalog.open(https_catalog.url).get_dataset("robots")
+    objects = {r.segment_id: r.layers["base"].object for r in remote.segment_records()}
+    fields = {"q": Field(JOINTS, NumericDecoder())}
+    ds = RerunIterableDataset(DataSource(remote), "frame_index", fields,
+                              shuffle_strategy=NoShuffle(), fetch_block_size=4)
+    stream = iter(ds)
+    first = next(stream)
+    wait_for_gets(https_catalog, list(objects.values()))  # all three, before they are reached
+    got = [first, *stream]
+    assert https_catalog.log.refetched() == []
+    local = RerunIterableDataset(DataSource(local_catalog.get_dataset("robots")), "frame_index",
+                                 fields, shuffle_strategy=NoShuffle(), fetch_block_size=4)
+    want = list(local)
+    assert len(got) == len(want)
+    assert all(torch.equal(a["q"], b["q"]) for a, b in zip(got, want, strict=True))
