@@ -123,8 +123,8 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                     report(i, failures[row])
                     break
     tensor = torch.from_numpy(slab)
-    return [(tensor[i] if windowed else tensor[i, 0]) if complete[i] else None
-            for i in range(n)]
+    views = (tensor if windowed else tensor[:, 0]).unbind(0)  # every slot's view, made in C
+    return [view if ok else None for view, ok in zip(views, complete.tolist(), strict=True)]
 
 
 def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8]) -> bool:

@@ -160,3 +160,15 @@ def test_blob_layouts(layout: str) -> None:
     out = ImageDecoder().decode(batch, [DecodeRequest(0, "s", 0, (0,), (0,))])
     assert out[0] is not None and out[0].shape == (3, 3, 4)
     assert int(out[0].max()) == 77
+
+
+@pytest.mark.parametrize(("h", "w"), [(1, 1), (3, 5), (37, 53)])
+def test_rgbx_word_view_deinterleaves_exactly_whatever_follows_the_pixels(h: int, w: int) -> None:
+    # The planar word view reads 2 bytes past the last pixel: those must never reach a plane.
+    rgbx = np.random.default_rng(h * w).integers(0, 256, (h, w, 4), dtype=np.uint8)
+    for trailing in (0x00, 0xFF):
+        padded = np.full(h * w * 4 + image_module._WORD_BYTES, trailing, dtype=np.uint8)
+        padded[: h * w * 4] = rgbx.reshape(-1)
+        planes = np.empty((3, h, w), dtype=np.uint8)
+        np.copyto(planes, image_module._rgbx_words(padded, h, w), casting="unsafe")
+        assert np.array_equal(planes, rgbx[..., :3].transpose(2, 0, 1))
