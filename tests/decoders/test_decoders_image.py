@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -172,3 +173,23 @@ def test_rgbx_word_view_deinterleaves_exactly_whatever_follows_the_pixels(h: int
         planes = np.empty((3, h, w), dtype=np.uint8)
         np.copyto(planes, image_module._rgbx_words(padded, h, w), casting="unsafe")
         assert np.array_equal(planes, rgbx[..., :3].transpose(2, 0, 1))
+
+
+def test_jpeg_planes_decoded_on_many_threads_at_once_stay_pixel_exact() -> None:
+    # Each thread splits through its own RGBX scratch buffer and word view (thread-local).
+    pytest.importorskip("simplejpeg")
+    blobs = [_encode(_scene(48 + 8 * (k % 2), 40, k), "JPEG", quality=90) for k in range(16)]
+    expected = [decode_image(b, use_simplejpeg=False) for b in blobs]
+
+    def planes_of(blob: bytes) -> np.ndarray:
+        shape = image_module.jpeg_planes_shape(blob)
+        assert shape is not None
+        out = np.empty(shape, dtype=np.uint8)
+        for _ in range(20):  # many rounds so that the threads' decodes interleave
+            assert image_module.decode_jpeg_planes_into(blob, out)
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(planes_of, blobs))
+    for planes, pixels in zip(got, expected, strict=True):
+        assert pixels is not None and np.array_equal(planes, pixels.transpose(2, 0, 1))
