@@ -70,14 +70,21 @@ def gather_arrow(column_type: pa.DataType, runs: list[tuple[str, int, int]],
     return column, out_rows, dec_start, dec_stop
 
 
+def dense_values(parts: list[npt.NDArray[Any]], keep: npt.NDArray[np.int64], n: int, width: int
+                 ) -> npt.NDArray[Any]:
+    """``[len(keep), width, D]``: the rows of the samples in ``keep`` from ``[rows, D]`` numpy
+    parts (``n * width`` rows in all)."""
+    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+    values = values.reshape(n, width, -1)
+    return np.ascontiguousarray(values if len(keep) == n else values[keep])
+
+
 def dense_column(parts: list[npt.NDArray[Any]], list_type: pa.DataType,
                   keep: npt.NDArray[np.int64], n: int, width: int) -> pa.Array:
     """A ``List`` column of ``list_type`` from ``[rows, D]`` numpy parts (``n * width`` rows),
     keeping the rows of the samples in ``keep``."""
-    values = parts[0] if len(parts) == 1 else np.concatenate(parts)
-    if len(keep) < n:
-        values = values.reshape(n, width, -1)[keep].reshape(len(keep) * width, -1)
-    values = np.ascontiguousarray(values)
+    values = dense_values(parts, keep, n, width)
+    values = values.reshape(len(keep) * width, -1)
     count, width = values.shape
     offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
     # Built from buffers: pyarrow's pa.array(ndarray) costs ~0.5 ms per call (pandas checks).

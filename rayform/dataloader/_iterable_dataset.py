@@ -22,14 +22,16 @@ not yet consumed (see :meth:`RerunIterableDataset.state_dict`).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Generator, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 from torch.utils.data import IterableDataset
 
+from rayform.dataloader._batched_run import batched_run
+from rayform.dataloader._block_columns import Collate, Sample
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._decode_policy import DecodeErrorPolicy, check_decode_policy
 from rayform.dataloader._epoch_plan import ProcessStream
@@ -37,7 +39,6 @@ from rayform.dataloader._manifest import Manifest
 from rayform.dataloader._manifest_replay import ManifestOrder, manifest_sampling, replay_pipeline
 from rayform.dataloader._order_source import LiveOrder, OrderSource
 from rayform.dataloader._partition import StreamPosition
-from rayform.dataloader._pipeline import Sample
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 from rayform.dataloader._shuffle import SampleShuffle, ShuffleStrategy, check_block_size
@@ -47,6 +48,7 @@ from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"
+Decoded = TypeVar("Decoded")
 
 
 class RerunIterableDataset(IterableDataset[Sample]):
@@ -74,6 +76,15 @@ class RerunIterableDataset(IterableDataset[Sample]):
             ``DecodeError`` naming the field, entity, segment and index value; ``"skip"`` the
             sample with a warning; or keep ``"none"`` with a warning (the stream then skips it
             as an incomplete sample).
+        batch_size: yield batches of this many samples instead of single samples (beyond
+            Rerun; use it with ``DataLoader(ds, batch_size=None)``). The same samples in the same
+            order, batched as ``default_collate`` would batch them, but cut straight from each
+            decoded block: no per-sample tensors or dicts for fields whose decoder returns
+            :class:`~rayform.decoders.TensorRows` (``NumericDecoder``), and a batch of
+            consecutive rows of one block is a view of it. The last batch of a pass may be
+            smaller. ``None`` (default): one sample at a time, as in Rerun.
+        collate_fn: with ``batch_size``, build each batch with this function of the per-sample
+            dicts instead (e.g. :class:`~rayform.decoders.Yuv420Collator`).
     """
 
     def __init__(self, source: DataSource, index: str, fields: Mapping[str, Field], *,
@@ -87,9 +98,17 @@ class RerunIterableDataset(IterableDataset[Sample]):
                  seed: int | None = None,
                  stable_order: StableOrder | None = None,
                  manifest: Manifest | None = None,
-                 on_decode_error: DecodeErrorPolicy = "raise") -> None:
+                 on_decode_error: DecodeErrorPolicy = "raise",
+                 batch_size: int | None = None,
+                 collate_fn: Collate | None = None) -> None:
         super().__init__()
         policy = check_decode_policy(on_decode_error)
+        if batch_size is not None and (isinstance(batch_size, bool)
+                                       or not isinstance(batch_size, int) or batch_size < 1):
+            raise ConfigError(f"batch_size must be an integer >= 1 or None, got {batch_size!r}")
+        if collate_fn is not None and (batch_size is None or not callable(collate_fn)):
+            raise ConfigError(f"collate_fn={collate_fn!r} needs batch_size= and must be callable; "
+                              "without batch_size pass it to DataLoader(collate_fn=…)")
         check_block_size(fetch_block_size)
         if shuffle_strategy is not None and not isinstance(shuffle_strategy, ShuffleStrategy):
             raise TypeError(f"shuffle_strategy must be SampleShuffle(), BlockShuffle(…) or "
@@ -126,13 +145,17 @@ class RerunIterableDataset(IterableDataset[Sample]):
         self._epoch = 0
         self._resume_position = 0
         self._consumed = 0
+        self._batch_size = batch_size
+        self._collate_fn = collate_fn
         self._prefetch = ThreadPool(1, name="rayform-fetch", background=True)
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
                       decode_threads: int | None = None,
                       sample_metadata: bool = False,
-                      on_decode_error: DecodeErrorPolicy = "raise") -> RerunIterableDataset:
+                      on_decode_error: DecodeErrorPolicy = "raise",
+                      batch_size: int | None = None,
+                      collate_fn: Collate | None = None) -> RerunIterableDataset:
         """Replay a manifest: its order, shards and fetch blocks, decoded from ``source``.
 
         ``fields`` may be a subset of the manifest's (same paths and windows). The run must have
@@ -146,7 +169,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         return cls(source, meta.index_name, fields, timeline_sampling=manifest_sampling(meta),
                    fetch_block_size=meta.fetch_block_size, decode_threads=decode_threads,
                    edge=meta.edge, sample_metadata=sample_metadata, manifest=manifest,
-                   on_decode_error=on_decode_error)
+                   on_decode_error=on_decode_error, batch_size=batch_size,
+                   collate_fn=collate_fn)
 
     # ------------------------------------------------------------------------ properties
     @property
@@ -156,6 +180,11 @@ class RerunIterableDataset(IterableDataset[Sample]):
     @property
     def fields(self) -> dict[str, Field]:
         return dict(self._fields)
+
+    @property
+    def batch_size(self) -> int | None:
+        """Samples per yielded batch (``None``: samples are yielded one at a time)."""
+        return self._batch_size
 
     @property
     def epoch(self) -> int:
@@ -247,25 +276,50 @@ class RerunIterableDataset(IterableDataset[Sample]):
         self._consumed = position
 
     # ------------------------------------------------------------------------ iteration
-    def __iter__(self) -> Iterator[Sample]:
+    def __iter__(self) -> Iterator[Any]:
         position = StreamPosition.current()
         stream = self._order.stream(self._pipeline, position, epoch=self._epoch,
                                     start=self._resume_position)
         self._resume_position = 0
+        if self._batch_size is not None:
+            return self._run_batches(stream, position, self._batch_size)
         return self._run(stream, position)
+
+    def _blocks(self, stream: ProcessStream) -> tuple[npt.NDArray[np.int64],
+                                                      list[npt.NDArray[np.int64]]]:
+        """What this pass still consumes (emission order) and its fetch blocks."""
+        todo = stream.emission[stream.start:]
+        needed = np.zeros(len(stream.indices), dtype=np.bool_)
+        needed[todo] = True
+        blocks = [np.arange(s, e, dtype=np.int64)[needed[s:e]] for s, e in stream.fetches]
+        return todo, [b for b in blocks if len(b)]
+
+    def _run_batches(self, stream: ProcessStream, pos: StreamPosition, batch_size: int
+                     ) -> Iterator[Any]:
+        todo, blocks = self._blocks(stream)
+        self._consumed = self._order.position(stream, 0, pos)
+
+        def consumed(count: int) -> None:
+            self._consumed = self._order.position(stream, count, pos)
+
+        produced = self._prefetched(blocks, stream.indices, self._pipeline.process_columns)
+        try:
+            yield from batched_run(blocks, (columns for _, columns in produced), todo,
+                                   stream.indices, batch_size=batch_size,
+                                   screen=self._order.screen(self._pipeline.sample_index),
+                                   keys=self._pipeline.keys, collate_fn=self._collate_fn,
+                                   consumed=consumed)
+        finally:
+            produced.close()
 
     def _run(self, stream: ProcessStream, pos: StreamPosition) -> Iterator[Sample]:
         screen = self._order.screen(self._pipeline.sample_index)
         keys = self._pipeline.keys
-        todo = stream.emission[stream.start:]
+        todo, blocks = self._blocks(stream)
         self._consumed = self._order.position(stream, 0, pos)
         consumed_here = 0
-        needed = np.zeros(len(stream.indices), dtype=np.bool_)
-        needed[todo] = True
-        blocks = [np.arange(s, e, dtype=np.int64)[needed[s:e]] for s, e in stream.fetches]
-        blocks = [b for b in blocks if len(b)]
         decoded: dict[int, Sample] = {}
-        produced = self._prefetched(blocks, stream.indices)
+        produced = self._prefetched(blocks, stream.indices, self._pipeline.process)
         try:
             for p in todo.tolist():
                 while p not in decoded:
@@ -279,16 +333,17 @@ class RerunIterableDataset(IterableDataset[Sample]):
         finally:
             produced.close()
 
-    def _prefetched(self, blocks: list[npt.NDArray[np.int64]], indices: npt.NDArray[np.int64]
-                    ) -> Generator[tuple[npt.NDArray[np.int64], list[Sample]], None, None]:
-        pending: deque[tuple[npt.NDArray[np.int64], Future[list[Sample]]]] = deque()
+    def _prefetched(self, blocks: list[npt.NDArray[np.int64]], indices: npt.NDArray[np.int64],
+                    process: Callable[[npt.NDArray[np.int64]], Decoded]
+                    ) -> Generator[tuple[npt.NDArray[np.int64], Decoded], None, None]:
+        """Each block decoded by ``process`` on the fetch thread, one block ahead."""
+        pending: deque[tuple[npt.NDArray[np.int64], Future[Decoded]]] = deque()
         queue = iter(blocks)
 
         def submit() -> None:
             block = next(queue, None)
             if block is not None:
-                pending.append((block, self._prefetch.submit(self._pipeline.process,
-                                                             indices[block])))
+                pending.append((block, self._prefetch.submit(process, indices[block])))
 
         submit()
         submit()

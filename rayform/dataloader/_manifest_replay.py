@@ -15,8 +15,10 @@ import itertools
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from rayform.catalog import DatasetView
+from rayform.dataloader._block_columns import Sample
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._epoch_plan import ProcessStream
 from rayform.dataloader._manifest import Manifest, recipe_mismatches
@@ -28,7 +30,7 @@ from rayform.dataloader._manifest_format import (
 )
 from rayform.dataloader._order_source import OrderSource, SampleScreen, refuse_worker_resume
 from rayform.dataloader._partition import StreamPosition
-from rayform.dataloader._pipeline import Sample, SamplePipeline
+from rayform.dataloader._pipeline import SamplePipeline
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 from rayform.errors import ConfigError
@@ -52,6 +54,12 @@ class RequireFields(SampleScreen):
                 "data or the blob does not decode, so regenerate it with Manifest.generate"
             )
         return True
+
+    def admit_many(self, missing: Mapping[str, npt.NDArray[np.bool_]],
+                   sample_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        if not any(bool(missing[k].any()) for k in self._required if k in missing):
+            return np.ones(len(sample_ids), dtype=np.bool_)
+        return super().admit_many(missing, sample_ids)
 
 
 class ManifestOrder(OrderSource):

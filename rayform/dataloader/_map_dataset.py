@@ -18,11 +18,12 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Dataset
 
+from rayform.dataloader._block_columns import Sample
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._decode_policy import DecodeErrorPolicy, check_decode_policy
 from rayform.dataloader._manifest import Manifest
 from rayform.dataloader._manifest_replay import manifest_sampling, replay_pipeline
-from rayform.dataloader._pipeline import Sample, SamplePipeline
+from rayform.dataloader._pipeline import SamplePipeline
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 

@@ -27,8 +27,9 @@ import numpy as np
 import numpy.typing as npt
 from torch.utils.data import Dataset
 
+from rayform.dataloader._block_columns import Sample
 from rayform.dataloader._map_dataset import RerunMapDataset
-from rayform.dataloader._pipeline import META_KEY, Sample
+from rayform.dataloader._pipeline import META_KEY
 from rayform.dataloader._samplers import EpochSampler
 from rayform.errors import ConfigError
 

@@ -10,7 +10,7 @@ manifest already dropped them, so a missing required field there is an error.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +24,8 @@ from rayform.dataloader._stable_order import StableOrder
 from rayform.errors import ConfigError
 
 if TYPE_CHECKING:
-    from rayform.dataloader._pipeline import Sample, SamplePipeline
+    from rayform.dataloader._block_columns import Sample
+    from rayform.dataloader._pipeline import SamplePipeline
     from rayform.dataloader._sample_index import SampleIndex
 
 _MASK_CHUNK = 8192
@@ -36,6 +37,20 @@ class SampleScreen(ABC):
     @abstractmethod
     def admit(self, sample: Sample, keys: Sequence[str], sample_id: int) -> bool:
         """True: yield ``sample`` (global index ``sample_id``); False: skip it. May raise."""
+
+    def admit_complete(self, count: int) -> None:
+        """Record ``count`` consecutive samples that have every value (all are yielded)."""
+        return None
+
+    def admit_many(self, missing: Mapping[str, npt.NDArray[np.bool_]],
+                   sample_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        """:meth:`admit` for consecutive samples at once, given per key which have no value."""
+        keys = list(missing)
+        out = np.ones(len(sample_ids), dtype=np.bool_)
+        for i, sample_id in enumerate(sample_ids.tolist()):
+            sample = {key: None if missing[key][i] else True for key in keys}
+            out[i] = self.admit(sample, keys, sample_id)
+        return out
 
 
 class SkipIncomplete(SampleScreen):
@@ -51,6 +66,17 @@ class SkipIncomplete(SampleScreen):
             return False
         self._counter.keep()
         return True
+
+    def admit_complete(self, count: int) -> None:
+        if count:
+            self._counter.keep()
+
+    def admit_many(self, missing: Mapping[str, npt.NDArray[np.bool_]],
+                   sample_ids: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        if len(sample_ids) and not any(bool(m.any()) for m in missing.values()):
+            self._counter.keep()
+            return np.ones(len(sample_ids), dtype=np.bool_)
+        return super().admit_many(missing, sample_ids)
 
 
 class OrderSource(ABC):

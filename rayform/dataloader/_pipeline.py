@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -37,6 +37,14 @@ import torch
 from rayform._tracing import tracing_scope
 from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._allocator import tune_allocator_if_asked
+from rayform.dataloader._block_columns import (
+    BlockColumns,
+    Column,
+    ListColumn,
+    Sample,
+    StackedColumn,
+    field_column,
+)
 from rayform.dataloader._config import EdgeMode, Field
 from rayform.dataloader._decode_policy import (
     DecodeErrorPolicy,
@@ -44,11 +52,12 @@ from rayform.dataloader._decode_policy import (
     apply_decode_policy,
     check_decode_policy,
 )
-from rayform.dataloader._gather import dense_column, gather_arrow
+from rayform.dataloader._gather import dense_column, dense_values, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
-from rayform.decoders import FieldBatch, RequestArrays
+from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
+from rayform.decoders._requests import CodedIds
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
@@ -58,8 +67,6 @@ IS_PAD_SUFFIX = "_is_pad"
 """Suffix of the bool mask ``[T]`` of a windowed field with ``edge="pad"``."""
 MIN_REQUESTS_PER_THREAD = 4
 TASKS_PER_THREAD = 4
-
-Sample = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +112,7 @@ class FieldJob:
     requests: RequestArrays
     missing: npt.NDArray[np.bool_]  # [B] in input order
     extent: FieldExtent | None = None
+    decoded: TensorRows | None = None  # NumericDecoder's results, taken from the dense gather
 
 
 @dataclass(slots=True)
@@ -112,10 +120,11 @@ class ResolvedBlock:
     """A block after row resolution, before decoding."""
 
     indices: npt.NDArray[np.int64]
-    segment_ids: list[str]  # per sample, input order
+    segment_ids: CodedIds  # per sample, input order
     values: npt.NDArray[np.int64]  # per sample, input order
     jobs: list[FieldJob]
     pad_masks: dict[str, npt.NDArray[np.bool_]]  # key -> [B, T], input order
+    failures: FailureLog  # what the jobs' decoders report (their FieldBatch.on_failure)
 
 
 class SamplePipeline:
@@ -275,14 +284,14 @@ class SamplePipeline:
         run_stops = np.concatenate([breaks, [n]]).astype(np.int64) if n else np.zeros(0, np.int64)
         segment_id = self._sample_index.segment_id
         run_ids = [segment_id(int(sorted_seg[a])) for a in run_starts.tolist()]
-        sorted_ids: list[str] = []
-        for sid, a, b in zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True):
-            sorted_ids.extend([sid] * (b - a))
+        run_codes = np.repeat(np.arange(len(run_ids), dtype=np.int64), run_stops - run_starts)
+        sorted_ids = CodedIds(run_codes, run_ids)
         self._columns.open_segments(run_ids)
         range_lo, range_hi = self._sample_index.segment_bounds(sorted_seg)
         runs = list(zip(run_ids, run_starts.tolist(), run_stops.tolist(), strict=True))
         jobs: list[FieldJob] = []
         pad_masks: dict[str, npt.NDArray[np.bool_]] = {}
+        failures = FailureLog()
         tolerance = self._sample_index.tolerance_ns
         for plan in self._plans:
             positions = sorted_values[:, None] + plan.offsets[None, :]
@@ -297,17 +306,17 @@ class SamplePipeline:
             if tolerance:
                 positions = positions + tolerance  # rows just after an instant count as at it
             jobs.append(self._resolve_field(plan, positions, runs, order, sorted_ids,
-                                            sorted_values, gather=gather, extents=extents))
-        ids_in_order = [""] * n
-        for i, sid in zip(order.tolist(), sorted_ids, strict=True):
-            ids_in_order[i] = sid
-        return ResolvedBlock(indices=idx, segment_ids=ids_in_order, values=values, jobs=jobs,
-                             pad_masks=pad_masks)
+                                            sorted_values, gather=gather, extents=extents,
+                                            failures=failures))
+        codes_in_order = np.empty(n, dtype=np.int64)
+        codes_in_order[order] = run_codes
+        return ResolvedBlock(indices=idx, segment_ids=CodedIds(codes_in_order, run_ids),
+                             values=values, jobs=jobs, pad_masks=pad_masks, failures=failures)
 
     def _resolve_field(self, plan: FieldPlan, positions: npt.NDArray[np.int64],
                        runs: list[tuple[str, int, int]], order: npt.NDArray[np.int64],
-                       sorted_ids: list[str], sorted_values: npt.NDArray[np.int64], *,
-                       gather: bool, extents: bool) -> FieldJob:
+                       sorted_ids: CodedIds, sorted_values: npt.NDArray[np.int64], *,
+                       gather: bool, extents: bool, failures: FailureLog) -> FieldJob:
         n, width = positions.shape
         rows_all = np.full((n, width), -1, dtype=np.int64)
         path = plan.field.path
@@ -316,6 +325,7 @@ class SamplePipeline:
         # Numeric rows are gathered with numpy as they are resolved (None: use Arrow instead).
         dense: list[npt.NDArray[Any]] | None = None
         dense_type: pa.DataType | None = None
+        ok: npt.NDArray[np.bool_] | None
         if plan.keyframe_path is not None:
             starts_all, stops_all, ok = self._resolve_video(plan.keyframe_path, path, positions,
                                                             runs, rows_all, cols)
@@ -340,15 +350,29 @@ class SamplePipeline:
                     else:
                         dense.append(values[rows])
                         dense_type = col.values.type
-            ok = rows_all.min(axis=1) >= 0
-        missing = np.empty(n, dtype=np.bool_)
-        missing[order] = ~ok
-        keep = np.flatnonzero(ok)
+            ok = _complete(rows_all)  # None: every sample is complete
+        if ok is None:  # every sample has its rows (the common case): no masks to apply
+            ok = np.ones(n, dtype=np.bool_)
+            missing = np.zeros(n, dtype=np.bool_)
+            keep = np.arange(n, dtype=np.int64)
+            out_rows = rows_all
+        else:
+            missing = np.empty(n, dtype=np.bool_)
+            missing[order] = ~ok
+            keep = np.flatnonzero(ok)
+            out_rows = rows_all[keep]
         batch = None
         dec_start = dec_stop = None
-        out_rows = rows_all[keep]
+        decoded = None
         if gather and len(keep):
-            if dense and dense_type is not None:
+            if dense and dense_type is not None and plan.field.select is None \
+                    and isinstance(plan.field.decode, NumericDecoder):
+                decoded = plan.field.decode.decode_dense(
+                    dense_values(dense, keep, n, width), windowed=plan.is_windowed)
+            if decoded is not None:
+                column = pa.nulls(0, plan.column_type)
+                out_rows = np.zeros((len(keep), width), dtype=np.int64)
+            elif dense and dense_type is not None:
                 column = dense_column(dense, dense_type, keep, n, width)
                 out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
             else:
@@ -359,10 +383,10 @@ class SamplePipeline:
                 dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
             batch = FieldBatch(column=column, select=plan.field.select,
                                is_windowed=plan.is_windowed, open_segment=self.open_segment,
-                               path=path)
+                               path=path, on_failure=failures.listener(plan.key, path))
         requests = RequestArrays(
             sample_positions=order[keep],
-            segment_ids=[sorted_ids[i] for i in keep.tolist()],
+            segment_ids=CodedIds(sorted_ids.codes[keep], sorted_ids.names),
             index_values=sorted_values[keep],
             output_rows=out_rows,
             decode_starts=dec_start,
@@ -372,7 +396,8 @@ class SamplePipeline:
         )
         extent = _extent(positions, runs, cols, rows_all, starts_all, ok, order) if extents \
             else None
-        return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing, extent=extent)
+        return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing, extent=extent,
+                        decoded=decoded)
 
     def _resolve_video(self, keyframe_path: str, path: str, positions: npt.NDArray[np.int64],
                        runs: list[tuple[str, int, int]], rows_all: npt.NDArray[np.int64],
@@ -409,7 +434,21 @@ class SamplePipeline:
     def decode_reporting(self, block: ResolvedBlock, *,
                          decode_errors: DecodeErrorPolicy | None = None
                          ) -> tuple[list[Sample], set[int]]:
-        """Decode a resolved block; also the positions of the samples that failed to decode.
+        """Decode a resolved block into sample dicts; also the positions of the samples that
+        failed to decode."""
+        columns = self.decode_columns(block, decode_errors=decode_errors)
+        return columns.samples(), columns.failed
+
+    def process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64]) -> BlockColumns:
+        """Like :meth:`process`, the block held by field (:class:`BlockColumns`)."""
+        with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": len(indices)}):
+            block = self.resolve(indices, gather=True)
+        with tracing_scope("rayform.decode", attributes={"rayform.num_samples": len(indices)}):
+            return self.decode_columns(block)
+
+    def decode_columns(self, block: ResolvedBlock, *,
+                       decode_errors: DecodeErrorPolicy | None = None) -> BlockColumns:
+        """Decode a resolved block field by field (:class:`BlockColumns`, block order).
 
         Cheap ("inline") fields are decoded first in the calling thread; the rest are cut into
         tasks (whole fields, or chunks of requests for "requests" decoders) that the calling
@@ -418,20 +457,21 @@ class SamplePipeline:
         handled by the policy (:attr:`decode_errors`) once every field is decoded.
         """
         n = len(block.indices)
-        samples: list[Sample] = [{} for _ in range(n)]
         threads = self._pool.threads
         tasks: list[tuple[FieldJob, RequestArrays]] = []
-        log = FailureLog()
+        parts: dict[str, list[tuple[npt.NDArray[np.int64], Sequence[Any]]]] = {}
+        log = block.failures
+        log.failures.clear()
         for job in block.jobs:
-            for sample in samples:
-                sample[job.plan.key] = None
+            parts[job.plan.key] = []
             if not len(job.requests) or job.batch is None:
                 continue
-            job = replace(job, batch=replace(  # the same job, its failures reported to the log
-                job.batch, on_failure=log.listener(job.plan.key, job.plan.field.path)))
             concurrency = job.plan.field.decode.decode_concurrency
-            if concurrency == "inline" or threads <= 1:
-                _scatter(samples, job.plan.key, job.requests, _run_decode(job, job.requests))
+            if job.decoded is not None:
+                parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
+            elif concurrency == "inline" or threads <= 1:
+                parts[job.plan.key].append((job.requests.sample_positions,
+                                            _run_decode(job, job.requests)))
             elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
                 chunks = min(TASKS_PER_THREAD * threads,
                              len(job.requests) // MIN_REQUESTS_PER_THREAD)
@@ -441,7 +481,7 @@ class SamplePipeline:
                 tasks.append((job, job.requests))
         # Whole-field tasks (video) first: they are the longest.
         tasks.sort(key=lambda task: task[0].plan.field.decode.decode_concurrency != "field")
-        results: list[list[Any] | None] = [None] * len(tasks)
+        results: list[Sequence[Any] | None] = [None] * len(tasks)
         queue = collections.deque(range(len(tasks)))
 
         def drain() -> None:
@@ -467,24 +507,34 @@ class SamplePipeline:
             raise error
         for (job, part), result in zip(tasks, results, strict=True):
             assert result is not None
-            _scatter(samples, job.plan.key, part, result)
+            parts[job.plan.key].append((part.sample_positions, result))
+        columns: dict[str, Column] = {key: field_column(n, key_parts)
+                                      for key, key_parts in parts.items()}
         for key, mask in block.pad_masks.items():
-            tensor = torch.from_numpy(mask)
-            for i, sample in enumerate(samples):
-                sample[key + IS_PAD_SUFFIX] = tensor[i]
+            columns[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
+                                                         np.arange(n, dtype=np.int64), True)
         if self._sample_metadata:
-            for i, sample in enumerate(samples):
+            metas: list[Any] = []
+            for i in range(n):
                 seg = self._view.open_segment(block.segment_ids[i])
-                sample[META_KEY] = {
+                metas.append({
                     "segment_id": block.segment_ids[i],
                     "segment_version": seg.version,
                     "index_value": int(block.values[i]),
                     "sample_index": int(block.indices[i]),
-                }
+                })
+            columns[META_KEY] = ListColumn(metas)
         policy = self._decode_errors if decode_errors is None else decode_errors
         failed = apply_decode_policy(log.failures, policy, dataset=self._view.name,
                                      index=self._index, warned=self._warned)
-        return samples, failed
+        return BlockColumns(size=n, columns=columns, failed=failed)
+
+def _complete(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
+    """Per sample (row of ``rows``), whether every output has a row; ``None`` when all do."""
+    if not rows.size or int(rows.min()) >= 0:
+        return None
+    complete: npt.NDArray[np.bool_] = rows.min(axis=1) >= 0
+    return complete
 
 
 def _extent(positions: npt.NDArray[np.int64], runs: list[tuple[str, int, int]],
@@ -512,7 +562,7 @@ def _extent(positions: npt.NDArray[np.int64], runs: list[tuple[str, int, int]],
     return FieldExtent(missing=missing, lo=out_lo, hi=out_hi, lag=out_lag)
 
 
-def _run_decode(job: FieldJob, requests: RequestArrays) -> list[Any]:
+def _run_decode(job: FieldJob, requests: RequestArrays) -> Sequence[Any]:
     assert job.batch is not None
     results = job.plan.field.decode.decode(job.batch, requests)
     if len(results) != len(requests):
@@ -521,10 +571,5 @@ def _run_decode(job: FieldJob, requests: RequestArrays) -> list[Any]:
             f"requests of field {job.plan.key!r}; a decoder must return one value (or None) "
             "per request"
         )
-    return list(results)
+    return results if isinstance(results, TensorRows) else list(results)
 
-
-def _scatter(samples: list[Sample], key: str, requests: RequestArrays, results: list[Any]
-             ) -> None:
-    for position, value in zip(requests.sample_positions.tolist(), results, strict=True):
-        samples[position][key] = value

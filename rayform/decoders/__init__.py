@@ -22,6 +22,7 @@ from rayform.decoders._base import (
 from rayform.decoders._image import ImageDecoder
 from rayform.decoders._numeric import NumericDecoder
 from rayform.decoders._requests import RequestArrays, output_row_matrix
+from rayform.decoders._tensor_rows import TensorRows
 from rayform.decoders._text import TextDecoder
 from rayform.media import (
     VideoAssetInfo,
@@ -63,6 +64,7 @@ __all__ = [
     "NumericDecoder",
     "RequestArrays",
     "Selector",
+    "TensorRows",
     "TextDecoder",
     "VideoAssetInfo",
     "VideoFrameDecoder",

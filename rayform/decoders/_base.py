@@ -142,10 +142,13 @@ class ColumnDecoder(ABC):
     """Turns the Arrow rows of one field into tensors, one per request (``None`` = missing)."""
 
     @abstractmethod
-    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> list[Any]:
+    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> Sequence[Any]:
         """Decode every request of a block; the result aligns 1:1 with ``requests``.
 
-        Returns ``list[torch.Tensor | None]`` (or another decoded value type such as YUV planes).
+        Returns ``list[torch.Tensor | None]`` (or another decoded value type such as YUV planes),
+        or, when every request decoded to a tensor of one shape,
+        :class:`~rayform.decoders.TensorRows` over the stacked ``[N, …]`` tensor, which the
+        datasets can batch without per-sample work.
         """
 
     def prior_keyframe_path(self, field_path: str) -> str | None:

@@ -3,7 +3,8 @@
 Unwindowed fields give ``[D]`` (all values of the row's list, nested lists flattened; ``[1]`` for a
 scalar); windowed fields give ``[T, D]``. A null row, or a window whose rows differ in width, gives
 ``None`` (Rerun 0.41). Without a ``select`` and without nulls, a whole block is gathered with one
-numpy fancy-index; otherwise rows are decoded one request at a time.
+numpy fancy-index and returned as one tensor (:class:`~rayform.decoders.TensorRows`); otherwise
+rows are decoded one request at a time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from rayform.decoders._arrow import flatten_rows, row_numpy
 from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeRequest, FieldBatch
 from rayform.decoders._requests import output_row_matrix
+from rayform.decoders._tensor_rows import TensorRows
 
 
 class NumericDecoder(ColumnDecoder):
@@ -32,7 +34,7 @@ class NumericDecoder(ColumnDecoder):
         return "inline"
 
     def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]
-               ) -> list[torch.Tensor | None]:
+               ) -> Sequence[torch.Tensor | None]:
         if not requests:
             return []
         rows = output_row_matrix(requests)
@@ -40,6 +42,14 @@ class NumericDecoder(ColumnDecoder):
         if rows is not None and flat is not None:
             return _gather(flat[0], flat[1], rows, windowed=batch.is_windowed)
         return [self._decode_one(batch, r) for r in requests]
+
+    def decode_dense(self, values: npt.NDArray[Any], *, windowed: bool) -> TensorRows | None:
+        """What :meth:`decode` returns for rows already gathered as ``[N, T, D]`` numpy values
+        (``T == 1`` without a window; no ``select``), or ``None`` when a subclass changes
+        :meth:`decode` (the loader then goes through ``decode``)."""
+        if type(self).decode is not NumericDecoder.decode:
+            return None
+        return TensorRows(torch.from_numpy(values if windowed else values[:, 0]))
 
     def _decode_one(self, batch: FieldBatch, request: DecodeRequest) -> torch.Tensor | None:
         values = row_numpy(batch.take_output_rows(request))
@@ -54,14 +64,13 @@ class NumericDecoder(ColumnDecoder):
 
 
 def _gather(values: npt.NDArray[Any], offsets: npt.NDArray[np.int64],
-            rows: npt.NDArray[np.int64], *, windowed: bool) -> list[torch.Tensor | None]:
+            rows: npt.NDArray[np.int64], *, windowed: bool) -> Sequence[torch.Tensor | None]:
     starts = offsets[rows]
     widths = offsets[rows + 1] - starts
     width = int(widths.flat[0])
     if bool(np.all(widths == width)):
         gathered = values[starts[..., None] + np.arange(width, dtype=np.int64)]
-        tensor = torch.from_numpy(gathered if windowed else gathered[:, 0])
-        return list(tensor.unbind(0))
+        return TensorRows(torch.from_numpy(gathered if windowed else gathered[:, 0]))
     out: list[torch.Tensor | None] = []
     for row_starts, row_widths in zip(starts, widths, strict=True):
         if not windowed:

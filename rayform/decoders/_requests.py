@@ -29,6 +29,40 @@ def index_value_of(value: int, ns_dtype: NsDtype) -> IndexValue:
     return np.timedelta64(int(value), "ns")
 
 
+class CodedIds(Sequence[str]):
+    """Segment ids held as codes into a list of names (one code per entry), no per-entry strings.
+
+    ``ids[i]`` is ``names[codes[i]]``; a slice is another ``CodedIds`` over the same names.
+    """
+
+    __slots__ = ("codes", "names")
+
+    def __init__(self, codes: npt.NDArray[np.int64], names: Sequence[str]) -> None:
+        self.codes = codes
+        self.names = names
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> CodedIds: ...
+
+    def __getitem__(self, i: int | slice) -> str | CodedIds:
+        if isinstance(i, slice):
+            return CodedIds(self.codes[i], self.names)
+        return self.names[int(self.codes[i])]
+
+    def __iter__(self) -> Iterator[str]:
+        names = self.names
+        return (names[c] for c in self.codes.tolist())
+
+    def __repr__(self) -> str:
+        return f"CodedIds({len(self)} ids over {len(self.names)} names)"
+
+
 class RequestArrays(Sequence[DecodeRequest]):
     """The requests of one field for one block, as arrays (one entry per request).
 

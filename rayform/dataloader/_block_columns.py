@@ -1,0 +1,211 @@
+"""BlockColumns: a decoded block held by field (columns), before it is cut into samples or batches.
+
+The pipeline decodes a block of samples field by field. Each field's results become one column:
+
+- :class:`StackedColumn`: the decoder returned :class:`~rayform.decoders.TensorRows` (one ``[N, …]``
+  tensor), so the column is that tensor plus, per sample, the row holding its value (``-1``: the
+  sample has no value);
+- :class:`ListColumn`: one value (or ``None``) per sample, for everything else.
+
+From the columns come the per-sample dicts the Rerun surface yields (:meth:`BlockColumns.samples`)
+and, with no per-sample work for stacked columns, whole batches (:func:`assemble_batch`): a
+contiguous run of rows is a view of the block's tensor, any other selection one ``index_select``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import torch
+from torch.utils.data import default_collate
+
+from rayform.decoders import TensorRows
+
+Sample = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StackedColumn:
+    """A column whose values are rows of one tensor.
+
+    Attributes:
+        tensor: ``[R, …]`` the decoded rows.
+        rows: ``int64[N]`` per sample (block order), its row of ``tensor``; ``-1``: no value.
+        identity: ``rows`` is ``0, 1, …, N - 1`` (sample ``i`` is row ``i``).
+    """
+
+    tensor: torch.Tensor
+    rows: npt.NDArray[np.int64]
+    identity: bool = False
+
+    @staticmethod
+    def of(tensor: torch.Tensor, rows: npt.NDArray[np.int64]) -> StackedColumn:
+        """The column, with :attr:`identity` worked out."""
+        identity = len(rows) == tensor.shape[0] and bool(
+            np.array_equal(rows, np.arange(len(rows), dtype=np.int64)))
+        return StackedColumn(tensor, rows, identity)
+
+    def rows_at(self, start: int, stop: int) -> torch.Tensor:
+        """The rows of samples ``start:stop`` (all present): a view when :attr:`identity`."""
+        if self.identity:
+            return self.tensor[start:stop]
+        return self.tensor.index_select(0, torch.from_numpy(self.rows[start:stop]))
+
+    def rows_of(self, positions: torch.Tensor) -> torch.Tensor:
+        """The rows of the samples at ``positions`` (int64, all present)."""
+        if self.identity:
+            return self.tensor.index_select(0, positions)
+        return self.tensor.index_select(0, torch.from_numpy(self.rows[positions.numpy()]))
+
+    def values(self) -> list[Any]:
+        unbound = self.tensor.unbind(0)
+        if self.identity:
+            return list(unbound)
+        return [unbound[r] if r >= 0 else None for r in self.rows.tolist()]
+
+    def missing(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        return self.rows[positions] < 0
+
+    def take(self, positions: npt.NDArray[np.int64]) -> torch.Tensor:
+        """The rows of ``positions`` (all present) stacked: a view when they are consecutive."""
+        rows = self.rows[positions]
+        first = int(rows[0])
+        if int(rows[-1]) - first + 1 == len(rows) and bool(np.all(np.diff(rows) == 1)):
+            return self.tensor[first:first + len(rows)]
+        return self.tensor.index_select(0, torch.from_numpy(rows))
+
+
+@dataclass(frozen=True, slots=True)
+class ListColumn:
+    """A column of one value (or ``None``) per sample (block order)."""
+
+    items: list[Any]
+
+    def values(self) -> list[Any]:
+        return self.items
+
+    def missing(self, positions: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        items = self.items
+        return np.fromiter((items[p] is None for p in positions.tolist()), dtype=np.bool_,
+                           count=len(positions))
+
+
+Column: TypeAlias = StackedColumn | ListColumn
+
+
+def field_column(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequence[Any]]]
+                 ) -> Column:
+    """One field's column from its decode results: ``(sample positions, results)`` per task."""
+    if len(parts) == 1:
+        from_rows = _tensor_of(parts[0][1])
+        if from_rows is not None:
+            rows = np.full(size, -1, dtype=np.int64)
+            rows[parts[0][0]] = np.arange(len(parts[0][0]), dtype=np.int64)
+            return StackedColumn.of(from_rows, rows)
+    items: list[Any] = [None] * size
+    for positions, results in parts:
+        values = results.unbind() if isinstance(results, TensorRows) else results
+        for position, value in zip(positions.tolist(), values, strict=True):
+            items[position] = value
+    return ListColumn(items)
+
+
+def _tensor_of(results: Sequence[Any]) -> torch.Tensor | None:
+    return results.tensor if isinstance(results, TensorRows) else None
+
+
+@dataclass(slots=True)
+class BlockColumns:
+    """A decoded block: one column per sample key, in the order keys appear in a sample.
+
+    Attributes:
+        size: the number of samples (block order = the order the indices were given in).
+        columns: sample key -> column.
+        failed: block positions of the samples whose data failed to decode.
+    """
+
+    size: int
+    columns: dict[str, Column]
+    failed: set[int] = field(default_factory=set)
+    _dense: bool | None = None
+
+    @property
+    def dense(self) -> bool:
+        """Every column is stacked and every sample has every value."""
+        if self._dense is None:
+            self._dense = all(
+                isinstance(col, StackedColumn) and (col.identity or bool((col.rows >= 0).all()))
+                for col in self.columns.values())
+        return self._dense
+
+    def slice(self, start: int, stop: int) -> dict[str, torch.Tensor]:
+        """The batch of samples ``start:stop`` of a :attr:`dense` block (views where rows are
+        in block order)."""
+        return {key: _stacked(col).rows_at(start, stop) for key, col in self.columns.items()}
+
+    def select(self, positions: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The batch of the samples at ``positions`` (int64) of a :attr:`dense` block."""
+        return {key: _stacked(col).rows_of(positions) for key, col in self.columns.items()}
+
+    def samples(self) -> list[Sample]:
+        """One dict per sample, in block order."""
+        keys = list(self.columns)
+        if not keys:
+            return [{} for _ in range(self.size)]
+        values = [col.values() for col in self.columns.values()]
+        return [dict(zip(keys, row, strict=True)) for row in zip(*values, strict=True)]
+
+    def missing(self, keys: Sequence[str], positions: npt.NDArray[np.int64]
+                ) -> dict[str, npt.NDArray[np.bool_]]:
+        """Per key in ``keys``, which samples at ``positions`` have no value."""
+        return {key: self.columns[key].missing(positions) for key in keys}
+
+    def sample(self, position: int) -> Sample:
+        """The dict of the sample at block position ``position``."""
+        return {key: _value(col, position) for key, col in self.columns.items()}
+
+
+def _stacked(col: Column) -> StackedColumn:
+    assert isinstance(col, StackedColumn)
+    return col
+
+
+def _row(col: StackedColumn, position: int) -> torch.Tensor | None:
+    r = int(col.rows[position])
+    return col.tensor[r] if r >= 0 else None
+
+
+Collate: TypeAlias = Callable[[list[Sample]], Any]
+
+
+def assemble_batch(pieces: Sequence[tuple[BlockColumns, npt.NDArray[np.int64]]],
+                   collate_fn: Collate | None) -> Any:
+    """One batch from ``(block, positions)`` pieces, in order (every sample has all its values).
+
+    Stacked columns become one tensor (views when a piece's rows are consecutive); other columns
+    go through ``default_collate``. With ``collate_fn`` the per-sample dicts go through it instead.
+    """
+    if collate_fn is not None:
+        return collate_fn([block.sample(p) for block, positions in pieces
+                           for p in positions.tolist()])
+    keys = list(pieces[0][0].columns)
+    batch: dict[str, Any] = {}
+    for key in keys:
+        cols = [(block.columns[key], positions) for block, positions in pieces]
+        if all(isinstance(col, StackedColumn) for col, _ in cols):
+            parts = [col.take(positions) for col, positions in cols
+                     if isinstance(col, StackedColumn)]
+            batch[key] = parts[0] if len(parts) == 1 else torch.cat(parts)
+        else:
+            values = [_value(col, p) for col, positions in cols for p in positions.tolist()]
+            batch[key] = default_collate(values)
+    return batch
+
+
+def _value(col: Column, position: int) -> Any:
+    return col.items[position] if isinstance(col, ListColumn) else _row(col, position)
+
