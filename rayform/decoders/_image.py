@@ -5,7 +5,9 @@ thread-safe and both libraries release the GIL while decoding, so the pipeline s
 images across its decode threads. When every image of a call is a JPEG of one size, they are
 decoded straight into one planar buffer ``[N, T, C, H, W]`` taken from the process's
 :data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), and
-each sample's tensor is a view of its slot.
+each sample's tensor is a view of its slot; when every request of the call decoded, the
+result is :class:`~rayform.decoders.TensorRows` over that buffer (batching datasets cut batches
+from it without per-sample tensors).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from rayform.decoders._arrow import BlobReader
 from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeRequest, FieldBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._requests import output_row_matrix
+from rayform.decoders._tensor_rows import TensorRows
 from rayform.media._image import (
     decode_image_planes,
     decode_jpeg_planes_into,
@@ -53,7 +56,7 @@ class ImageDecoder(ColumnDecoder):
         return "requests"
 
     def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]
-               ) -> list[torch.Tensor | None]:
+               ) -> Sequence[torch.Tensor | None]:
         if not requests:
             return []
         rows = output_row_matrix(requests)
@@ -78,7 +81,7 @@ _UNDECODABLE = object()  # a blob that is there but is not an image
 
 
 def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
-                 report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
+                 report: Callable[[int, str], object]) -> Sequence[torch.Tensor | None]:
     blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
@@ -90,10 +93,14 @@ def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: b
 
 def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
                       shape: tuple[int, int, int], *, windowed: bool,
-                      report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
+                      report: Callable[[int, str], object]) -> Sequence[torch.Tensor | None]:
     """Every output frame decoded (or, for a repeated row, copied) into its slot of one pooled
     ``[N, T, C, H, W]`` buffer; request ``i`` gets slot ``i`` (``[T, C, H, W]`` windowed, else
-    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported)."""
+    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported).
+
+    When every request decoded, the result is :class:`TensorRows` over the buffer (``[N, C, H, W]``
+    or ``[N, T, C, H, W]``), so that a batching dataset cuts batches from it (a view for
+    consecutive rows) instead of stacking per-sample tensors."""
     n, width = rows.shape
     frame_bytes = shape[0] * shape[1] * shape[2]
     slab = FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape)
@@ -123,7 +130,10 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                     report(i, failures[row])
                     break
     tensor = torch.from_numpy(slab)
-    views = (tensor if windowed else tensor[:, 0]).unbind(0)  # every slot's view, made in C
+    stacked = tensor if windowed else tensor[:, 0]
+    if complete.all():
+        return TensorRows(stacked)
+    views = stacked.unbind(0)  # every slot's view, made in C
     return [view if ok else None for view, ok in zip(views, complete.tolist(), strict=True)]
 
 

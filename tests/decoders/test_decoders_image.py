@@ -13,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder
+from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder, TensorRows
 from rayform.decoders._image import decode_image_chw
 from rayform.media import _image as image_module
 from rayform.media._image import decode_image
@@ -193,3 +193,19 @@ def test_jpeg_planes_decoded_on_many_threads_at_once_stay_pixel_exact() -> None:
         got = list(pool.map(planes_of, blobs))
     for planes, pixels in zip(got, expected, strict=True):
         assert pixels is not None and np.array_equal(planes, pixels.transpose(2, 0, 1))
+
+
+def test_jpegs_of_one_size_come_back_as_rows_of_one_buffer() -> None:
+    """All decoded: TensorRows over the [N, C, H, W] buffer (request i is row i); one missing:
+    a plain list with None there."""
+    pytest.importorskip("simplejpeg")
+    blobs = [_encode(_scene(12, 10, k), "JPEG", quality=90) for k in range(3)]
+    out = _decode(_column(blobs), [[2], [0], [1]], windowed=False)
+    assert isinstance(out, TensorRows) and out.tensor.shape == (3, 3, 12, 10)
+    for i, k in enumerate((2, 0, 1)):
+        pixels = decode_image(blobs[k], use_simplejpeg=False)
+        assert pixels is not None and np.array_equal(out[i].numpy(), pixels.transpose(2, 0, 1))
+    windows = _decode(_column(blobs), [[0, 1], [1, 2]], windowed=True)
+    assert isinstance(windows, TensorRows) and windows.tensor.shape == (2, 2, 3, 12, 10)
+    partial = _decode(_column([*blobs, None]), [[0], [3]], windowed=False)
+    assert not isinstance(partial, TensorRows) and partial[1] is None and partial[0] is not None
