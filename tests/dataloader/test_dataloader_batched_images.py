@@ -24,6 +24,8 @@ from rayform.dataloader import (
     RerunIterableDataset,
     SampleShuffle,
 )
+from rayform.dataloader._block_columns import ListColumn, StackedColumn, field_column
+from rayform.decoders import TensorRows
 from rayform.media._image import decode_image
 
 pytest.importorskip("simplejpeg")
@@ -90,11 +92,14 @@ def test_jpeg_batch_pixels_are_pillows(cams: DatasetEntry) -> None:
         assert np.array_equal(batch["image"][i].numpy(), pixels.transpose(2, 0, 1))
 
 
-def test_in_order_jpeg_batches_are_views_of_the_decode_buffer(cams: DatasetEntry) -> None:
-    """Streaming in order, the batches of a block are views of the buffer the block was decoded
-    into (no stacking copy), and a batch that is held keeps its pixels while later blocks decode."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_in_order_jpeg_batches_are_views_of_the_decode_buffer(cams: DatasetEntry,
+                                                              threads: int) -> None:
+    """Streaming in order, the batches of a block are views of the one buffer the block was
+    decoded into, also when its images were split across decode threads (no stacking copy), and
+    a batch that is held keeps its pixels while later blocks decode."""
     ds = _make(cams, shuffle_strategy=NoShuffle(), fetch_block_size=8, batch_size=4,
-               decode_threads=1)
+               decode_threads=threads)
     stream = iter(ds)
     first, second = itertools.islice(stream, 2)
     assert first["image"].untyped_storage().data_ptr() == \
@@ -105,3 +110,20 @@ def test_in_order_jpeg_batches_are_views_of_the_decode_buffer(cams: DatasetEntry
     rest = list(stream)  # later blocks take buffers from the pool while `first` is held
     assert len(rest) == 2 * NUM_FRAMES // 4 - 2
     assert torch.equal(first["image"], kept)
+
+
+def test_field_column_joins_only_rows_that_lie_back_to_back() -> None:
+    buffer = torch.arange(24, dtype=torch.uint8).reshape(6, 4)
+    positions = [np.array([2, 0], dtype=np.int64), np.array([1, 3], dtype=np.int64)]
+    joined = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                              (positions[1], TensorRows(buffer[2:4]))])
+    assert isinstance(joined, StackedColumn)
+    assert joined.tensor.data_ptr() == buffer.data_ptr() and joined.tensor.shape == (4, 4)
+    assert joined.rows.tolist() == [1, 2, 0, 3]  # sample 2 is row 0, sample 0 row 1, ...
+    gap = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                           (positions[1], TensorRows(buffer[3:5]))])
+    apart = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                             (positions[1], TensorRows(buffer[2:4].clone()))])
+    for column, second in ((gap, 3), (apart, 2)):
+        assert isinstance(column, ListColumn)
+        assert torch.equal(column.items[0], buffer[1]) and torch.equal(column.items[1], buffer[second])
