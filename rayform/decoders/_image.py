@@ -4,8 +4,10 @@ Decoding itself is :mod:`rayform.media._image` (simplejpeg, else Pillow). The de
 thread-safe and both libraries release the GIL while decoding, so the pipeline splits a block's
 images across its decode threads. When every image of a call is a JPEG of one size, they are
 decoded straight into one planar buffer ``[N, T, C, H, W]`` taken from the process's
-:data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), and
-each sample's tensor is a view of its slot; when every request of the call decoded, the
+:data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), or,
+when the pipeline splits a block's requests across threads, into this call's rows of the block's
+one buffer (:class:`~rayform.decoders._output_arena.OutputArena`); each sample's tensor is a view
+of its slot; when every request of the call decoded, the
 result is :class:`~rayform.decoders.TensorRows` over that buffer (batching datasets cut batches
 from it without per-sample tensors).
 """
