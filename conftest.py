@@ -27,8 +27,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hypothesis import settings
 from sybil import Example, Sybil
 from sybil.parsers.markdown import CodeBlockParser
+
+# Property tests run on shared, loaded CI machines: an example's wall time says nothing there.
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")
 
 ROOT = Path(__file__).resolve().parent
 NOT_RUN = "_Not run in CI:"
