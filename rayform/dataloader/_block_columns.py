@@ -100,18 +100,43 @@ Column: TypeAlias = StackedColumn | ListColumn
 def field_column(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequence[Any]]]
                  ) -> Column:
     """One field's column from its decode results: ``(sample positions, results)`` per task."""
-    if len(parts) == 1:
-        from_rows = _tensor_of(parts[0][1])
-        if from_rows is not None:
-            rows = np.full(size, -1, dtype=np.int64)
-            rows[parts[0][0]] = np.arange(len(parts[0][0]), dtype=np.int64)
-            return StackedColumn.of(from_rows, rows)
+    from_rows, positions = _one_tensor(parts)
+    if from_rows is not None and positions is not None:
+        rows = np.full(size, -1, dtype=np.int64)
+        rows[positions] = np.arange(len(positions), dtype=np.int64)
+        return StackedColumn.of(from_rows, rows)
     items: list[Any] = [None] * size
     for positions, results in parts:
         values = results.unbind() if isinstance(results, TensorRows) else results
         for position, value in zip(positions.tolist(), values, strict=True):
             items[position] = value
     return ListColumn(items)
+
+
+def _one_tensor(parts: Sequence[tuple[npt.NDArray[np.int64], Sequence[Any]]]
+                ) -> tuple[torch.Tensor | None, npt.NDArray[np.int64] | None]:
+    """The parts' results as the rows of one tensor, with the positions of those rows: one
+    :class:`TensorRows` part, or several whose tensors lie back to back in one storage (the
+    tasks of one field wrote their rows of one buffer, ``rayform.decoders._output_arena``),
+    joined into one view without a copy; ``(None, None)`` otherwise."""
+    tensors = [_tensor_of(results) for _, results in parts]
+    if not tensors or any(t is None for t in tensors):
+        return None, None
+    if len(parts) == 1:
+        return tensors[0], parts[0][0]
+    first = tensors[0]
+    assert first is not None
+    storage, at = first.untyped_storage().data_ptr(), first.storage_offset()
+    for tensor in tensors:
+        assert tensor is not None
+        if tensor.untyped_storage().data_ptr() != storage or tensor.storage_offset() != at \
+                or tensor.dtype != first.dtype or tensor.shape[1:] != first.shape[1:] \
+                or tensor.stride() != first.stride():
+            return None, None
+        at += tensor.shape[0] * tensor.stride(0)
+    total = sum(int(t.shape[0]) for t in tensors if t is not None)
+    joined = first.as_strided((total, *first.shape[1:]), first.stride(), first.storage_offset())
+    return joined, np.concatenate([positions for positions, _ in parts])
 
 
 def _tensor_of(results: Sequence[Any]) -> torch.Tensor | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,7 @@ from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
+from rayform.decoders._output_arena import OutputArena
 from rayform.decoders._requests import CodedIds
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
@@ -473,6 +474,9 @@ class SamplePipeline:
                 parts[job.plan.key].append((job.requests.sample_positions,
                                             _run_decode(job, job.requests)))
             elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
+                # One output buffer for the field's block, its rows shared out to the chunks.
+                job = replace(job, batch=replace(
+                    job.batch, output_arena=OutputArena(job.requests.sample_positions)))
                 chunks = min(TASKS_PER_THREAD * threads,
                              len(job.requests) // MIN_REQUESTS_PER_THREAD)
                 edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
