@@ -468,15 +468,16 @@ class SamplePipeline:
             if not len(job.requests) or job.batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
+            if concurrency == "requests":
+                # One output buffer for the field's block, in block order, shared by its tasks.
+                job = replace(job, batch=replace(
+                    job.batch, output_arena=OutputArena(n, job.requests.sample_positions)))
             if job.decoded is not None:
                 parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
             elif concurrency == "inline" or threads <= 1:
                 parts[job.plan.key].append((job.requests.sample_positions,
                                             _run_decode(job, job.requests)))
             elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
-                # One output buffer for the field's block, its rows shared out to the chunks.
-                job = replace(job, batch=replace(
-                    job.batch, output_arena=OutputArena(job.requests.sample_positions)))
                 chunks = min(TASKS_PER_THREAD * threads,
                              len(job.requests) // MIN_REQUESTS_PER_THREAD)
                 edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()

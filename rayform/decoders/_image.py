@@ -5,11 +5,11 @@ thread-safe and both libraries release the GIL while decoding, so the pipeline s
 images across its decode threads. When every image of a call is a JPEG of one size, they are
 decoded straight into one planar buffer ``[N, T, C, H, W]`` taken from the process's
 :data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), or,
-when the pipeline splits a block's requests across threads, into this call's rows of the block's
-one buffer (:class:`~rayform.decoders._output_arena.OutputArena`); each sample's tensor is a view
-of its slot; when every request of the call decoded, the
+inside a rayform dataset, into the block's one buffer in block order, each request at its
+sample's row (:class:`~rayform.decoders._output_arena.OutputArena`, shared by the decode
+threads); each sample's tensor is a view of its slot. When every request of the call decoded, the
 result is :class:`~rayform.decoders.TensorRows` over that buffer (batching datasets cut batches
-from it without per-sample tensors).
+from it without per-sample tensors: a run of consecutive samples is a view).
 """
 
 from __future__ import annotations
@@ -84,12 +84,13 @@ def _report_one(batch: FieldBatch, request: DecodeRequest, _: int, reason: str) 
 
 
 _UNDECODABLE = object()  # a blob that is there but is not an image
+SharedRows = Callable[[tuple[int, ...]], tuple[torch.Tensor, npt.NDArray[np.int64]] | None]
+"""Given a request's frame shape, the block's shared buffer and these requests' rows of it."""
 
 
 def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
                  report: Callable[[int, str], object],
-                 shared: Callable[[tuple[int, ...]], torch.Tensor | None] | None = None
-                 ) -> Sequence[torch.Tensor | None]:
+                 shared: SharedRows | None = None) -> Sequence[torch.Tensor | None]:
     blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
@@ -103,8 +104,7 @@ def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: b
 def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
                       shape: tuple[int, int, int], *, windowed: bool,
                       report: Callable[[int, str], object],
-                      shared: Callable[[tuple[int, ...]], torch.Tensor | None] | None
-                      ) -> Sequence[torch.Tensor | None]:
+                      shared: SharedRows | None) -> Sequence[torch.Tensor | None]:
     """Every output frame decoded (or, for a repeated row, copied) into its slot of one pooled
     ``[N, T, C, H, W]`` buffer; request ``i`` gets slot ``i`` (``[T, C, H, W]`` windowed, else
     ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported).
@@ -112,20 +112,26 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
     When every request decoded, the result is :class:`TensorRows` over the buffer (``[N, C, H, W]``
     or ``[N, T, C, H, W]``), so that a batching dataset cuts batches from it (a view for
     consecutive rows) instead of stacking per-sample tensors. ``shared`` (the pipeline's
-    :class:`~rayform.decoders._output_arena.OutputArena`) gives these requests' rows of the
+    :class:`~rayform.decoders._output_arena.OutputArena`) gives the block's buffer and these
+    requests' (scattered) rows of the
     block's one buffer, when it can."""
     n, width = rows.shape
-    tensor = None if shared is None else shared((width, *shape))
-    if tensor is None:
+    got = None if shared is None else shared((width, *shape))
+    targets: npt.NDArray[np.int64] | None = None
+    if got is None:
         frame_bytes = shape[0] * shape[1] * shape[2]
         tensor = torch.from_numpy(FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape))
+        slots = list(range(n))
+    else:
+        tensor, targets = got
+        slots = targets.tolist()
     slab: npt.NDArray[np.uint8] = tensor.numpy()
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
     failures: dict[int, str] = {}
     complete = np.ones(n, dtype=np.bool_)
     for i, request_rows in enumerate(rows.tolist()):
         for t, row in enumerate(request_rows):
-            slot = slab[i, t]
+            slot = slab[slots[i], t]
             if row not in first:
                 blob = blobs[row]
                 ok = blob is not None and (decode_jpeg_planes_into(blob, slot)
@@ -147,9 +153,10 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                     break
     stacked = tensor if windowed else tensor[:, 0]
     if complete.all():
-        return TensorRows(stacked)
+        return TensorRows(stacked, targets)
     views = stacked.unbind(0)  # every slot's view, made in C
-    return [view if ok else None for view, ok in zip(views, complete.tolist(), strict=True)]
+    return [views[slot] if ok else None
+            for slot, ok in zip(slots, complete.tolist(), strict=True)]
 
 
 def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8]) -> bool:

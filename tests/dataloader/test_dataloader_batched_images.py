@@ -127,3 +127,44 @@ def test_field_column_joins_only_rows_that_lie_back_to_back() -> None:
     for column, second in ((gap, 3), (apart, 2)):
         assert isinstance(column, ListColumn)
         assert torch.equal(column.items[0], buffer[1]) and torch.equal(column.items[1], buffer[second])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_shuffled_jpeg_batches_are_views_too(cams: DatasetEntry, threads: int) -> None:
+    """SampleShuffle emits a block's samples in block order while they decode in file order:
+    each image goes to its sample's row of the block buffer, so batches stay views (no gather)."""
+    ds = _make(cams, shuffle_strategy=SampleShuffle(), fetch_block_size=8, batch_size=4,
+               decode_threads=threads)
+    first, second = itertools.islice(iter(ds), 2)
+    assert first["image"].untyped_storage().data_ptr() == \
+        second["image"].untyped_storage().data_ptr(), "one buffer for the block"
+    assert second["image"].storage_offset() == first["image"].storage_offset() + \
+        first["image"].numel()
+    steps = first["step"].reshape(-1).tolist()
+    assert steps != sorted(steps) or second["step"].reshape(-1).tolist() != sorted(
+        second["step"].reshape(-1).tolist()), "the samples are shuffled"
+    for i, step in enumerate(steps):
+        pixels = decode_image(_jpeg(int(step)), use_simplejpeg=False)
+        assert pixels is not None
+        assert np.array_equal(first["image"][i].numpy(), pixels.transpose(2, 0, 1))
+
+
+def test_field_column_gathers_tasks_rows_of_one_block_buffer() -> None:
+    buffer = torch.arange(20, dtype=torch.uint8).reshape(5, 4)
+    column = field_column(5, [(np.array([3, 0]), TensorRows(buffer, np.array([3, 0]))),
+                              (np.array([1, 2]), TensorRows(buffer, np.array([1, 2])))])
+    assert isinstance(column, StackedColumn) and column.tensor is buffer
+    assert column.rows.tolist() == [0, 1, 2, 3, -1]  # sample 4 had no request
+    other = field_column(5, [(np.array([3, 0]), TensorRows(buffer, np.array([3, 0]))),
+                             (np.array([1, 2]), TensorRows(buffer.clone(), np.array([1, 2])))])
+    assert isinstance(other, ListColumn) and torch.equal(other.items[1], buffer[1])
+
+
+def test_tensor_rows_with_rows() -> None:
+    buffer = torch.arange(12).reshape(4, 3)
+    rows = TensorRows(buffer, np.array([2, 0], dtype=np.int64))
+    assert len(rows) == 2 and torch.equal(rows[0], buffer[2]) and torch.equal(rows[1], buffer[0])
+    assert [r.tolist() for r in rows] == [buffer[2].tolist(), buffer[0].tolist()]
+    assert rows[1:].rows is not None and rows[1:].rows.tolist() == [0]
+    with pytest.raises(IndexError, match=r"rows must lie in \[0, 4\)"):
+        TensorRows(buffer, np.array([4], dtype=np.int64))
