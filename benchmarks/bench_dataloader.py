@@ -20,10 +20,12 @@ core count and the peak RSS:
 2. state + action + 224×224 JPEG camera, ``num_workers=0`` with the internal decode threads:
    samples/s of the iterable (``SampleShuffle``) and shuffled map datasets against bare JPEG
    decode of the same blobs on all cores (threads; simplejpeg releases the GIL), measured right
-   before each run (the cores are shared: ratios are medians over the pairs). Target >= 0.8 for
-   the iterable (the map dataset decodes a batch only when asked, with no lookahead: printed
-   without a target). ``num_workers=2`` with ``PooledBatchCollator`` against the 0-worker figure: target
-   >= 0.9.
+   before each run (the cores are shared: ratios are medians over the pairs; so is the CPU per
+   sample, each loader run against bare decode's CPU per JPEG measured right before it). Target
+   >= 0.8 for the iterable (the map dataset decodes a batch only when asked, with no lookahead:
+   printed without a target); the iterable cutting its own batches (``batch_size=32``,
+   ``DataLoader(batch_size=None)``) printed beside it. ``num_workers=2`` with
+   ``PooledBatchCollator`` against the 0-worker figure: target >= 0.9.
 3. Peak RSS of this process and of its worker processes.
 """
 
@@ -173,31 +175,41 @@ def bench_camera(verdicts: w.Verdicts, workload: w.Workload) -> None:
     mds = RerunMapDataset(source, w.INDEX, w.jpeg_fields(), timeline_sampling=w.SAMPLING)
     ids = RerunIterableDataset(source, w.INDEX, w.jpeg_fields(), timeline_sampling=w.SAMPLING,
                                shuffle_strategy=SampleShuffle())
+    batched = RerunIterableDataset(source, w.INDEX, w.jpeg_fields(), timeline_sampling=w.SAMPLING,
+                                   shuffle_strategy=SampleShuffle(), batch_size=w.BATCH)
     loaders: dict[str, Callable[[int, Any], DataLoader[Any]]] = {
         "iterable SampleShuffle": lambda k, c: DataLoader(ids, batch_size=w.BATCH, num_workers=k,
                                                          collate_fn=c),
+        f"iterable SampleShuffle, batch_size={w.BATCH}": lambda k, c: DataLoader(
+            batched, batch_size=None, num_workers=k),
         "map, shuffle=True": lambda k, c: DataLoader(mds, batch_size=w.BATCH, shuffle=True,
                                                      num_workers=k, collate_fn=c),
     }
     for name, make in loaders.items():
         pairs = []
+        cpu_ratios = []
         for _ in range(REPEATS):
             bare = w.bare_jpeg_rate(sample, cores)
+            bare_cpu = w.bare_jpeg_cpu_s(sample)  # paired: the shared cores' load moves both
             pairs.append((run_loader(lambda m=make: m(0, None)), bare))  # type: ignore[misc]
+            cpu_ratios.append(pairs[-1][0][2] / bare_cpu)
         rate = w.median(r[0] for r, _ in pairs)
         ratio = w.median(r[0] / b for r, b in pairs)
         bare = w.median(b for _, b in pairs)
         first = w.median(r[1] for r, _ in pairs)
-        cpu_ratio = w.median(r[2] for r, _ in pairs) / w.bare_jpeg_cpu_s(sample)
+        cpu_ratio = w.median(cpu_ratios)
         # The map dataset decodes a batch only when DataLoader asks for it (no lookahead), so
         # its decode never overlaps the loop's own work: the target is the iterable's.
-        iterable = name.startswith("iterable")
+        iterable = name == "iterable SampleShuffle"
         # The figure/limit pair with the median ratio, so that the printed ratio is the median.
         verdicts.line(f"{name}, num_workers=0", rate, "samples/s", rate / ratio,
                       target=0.8 if iterable else None,
                       how=f"first batch {first * 1e3:.0f} ms; bare decode median {bare:,.0f}/s; "
                           f"CPU per sample {cpu_ratio:.2f}x bare decode's"
-                          + ("" if iterable else "; no target: map access has no lookahead"))
+                          + ("" if not name.startswith("map")
+                             else "; no target: map access has no lookahead"))
+        if "batch_size" in name:
+            continue  # the dataset's batches need no collate_fn: no PooledBatchCollator line
         workers = w.median(  # type: ignore[misc]
             run_loader(lambda m=make: m(2, PooledBatchCollator()))[0]
             for _ in range(max(1, REPEATS // 2)))

@@ -193,6 +193,12 @@ def main() -> int:
                   f"{len(shaped)} epochs)")
             row("first epoch (S3 shaped, empty cache)", f"{n / t_shaped:.0f} samples/s",
                 f"{n / t_local:.0f} samples/s", t_local / t_shaped, "target >= 0.8x local")
+            # Whole objects: a full shuffle's first batch reads every segment, so every byte
+            # crosses the link before it; decoding cannot overlap the transfer.
+            link_s = size / (BANDWIDTH_MB_S * 1e6)
+            print(f"  whole-object ceiling: {size / 1e6:.1f} MB take {link_s:.2f} s at "
+                  f"{BANDWIDTH_MB_S} MB/s before the first batch; local / (local + link) = "
+                  f"{t_local / (t_local + link_s):.2f}")
 
             def pull() -> float:
                 shutil.rmtree(cache, ignore_errors=True)

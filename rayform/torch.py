@@ -47,7 +47,7 @@ import torch
 from torch.utils.data import Dataset
 
 from rayform._frames import canonical_frame, convert_pose
-from rayform.catalog import DatasetView, Slice
+from rayform.catalog import Catalog, DatasetView, Slice
 from rayform.dataloader import (
     DataSource,
     Field,
@@ -162,7 +162,11 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self.horizon = horizon
         self.seed = seed
         self.edge = check_edge(edge)
-        view = slice_.view()
+        catalog = Catalog.open(slice_.catalog_url)
+        # A remote slice's recordings start downloading now, beside the metadata reads below
+        # (bounded read-ahead into the verified cache; a local catalog ignores the hint).
+        catalog.store.prefetch(o for s in slice_.segments for o in s.objects)
+        view = slice_.view(catalog)
         records = {r.segment_id: r for r in view.segment_records()}
         timeline = _temporal_timeline(view, opts.timeline, {
             sid: declared_property(r.properties, SAMPLE_TIMELINE_PROPERTY, segment=sid)

@@ -187,6 +187,15 @@ class Catalog:
             )
         return meta
 
+    def dataset_meta(self, name: str) -> EntryMeta:
+        """The entry file of dataset ``name`` (its id and creation time), without reading any of
+        its snapshots.
+
+        Raises:
+            EntryNotFoundError: no such dataset.
+        """
+        return self._get_meta(name, "dataset")
+
     def get_dataset(self, name: str) -> DatasetEntry:
         """The dataset ``name`` at its newest snapshot.
 

@@ -8,7 +8,7 @@ lazily in the process that uses it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -295,6 +295,19 @@ class DatasetView:
         return result
 
     # ------------------------------------------------------------------------ data plane
+    def prefetch(self, segment_ids: Iterable[str]) -> None:
+        """Hint that these segments will be read soon, in this order: a remote catalog starts
+        downloading their recording files into the verified cache in the background (bounded,
+        consuming ``segment_ids`` lazily: see ``docs/pytorch.md``); a local catalog does nothing.
+        A hint only: an id not in this view ends the read-ahead, it raises nothing."""
+        def objects() -> Iterator[str]:
+            for segment_id in segment_ids:
+                if segment_id not in self._opened:
+                    for layer in self.segment_record(segment_id).layers.values():
+                        yield layer.object
+
+        self._catalog.store.prefetch(objects())
+
     def open_segment(self, segment_id: str) -> SegmentData:
         """Memory-mapped access to one segment's columns (cached in this view)."""
         data = self._opened.get(segment_id)

@@ -293,17 +293,27 @@ class DatasetEntry(DatasetView):
         Raises:
             EntryNotFoundError: the dataset has no snapshot ``version``.
         """
-        newest = latest_version_number(self._catalog.store, self._name)
-        try:
-            if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-                raise FileNotFoundError(version)
-            snapshot = load_snapshot(self._catalog, self._name, version)
-        except FileNotFoundError:
-            raise EntryNotFoundError(
-                f"dataset {self._name!r} has no snapshot {version!r}; committed snapshots are "
-                f"1..{newest} (see snapshot_version)"
-            ) from None
-        return DatasetView(self._catalog, self._name, snapshot)
+        return view_at_version(self._catalog, self._name, version)
 
+
+def view_at_version(catalog: CatalogHandle, name: str, version: int) -> DatasetView:
+    """A read-only view of dataset ``name`` at its committed snapshot ``version``, read without
+    listing or loading newer snapshots (on a remote catalog: one immutable, cacheable file).
+
+    Raises:
+        EntryNotFoundError: the dataset has no snapshot ``version``.
+    """
+    try:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise FileNotFoundError(version)
+        snapshot = load_snapshot(catalog, name, version)
+    except FileNotFoundError:
+        # Listed only to name the valid range: a remote listing is a round trip.
+        newest = latest_version_number(catalog.store, name)
+        raise EntryNotFoundError(
+            f"dataset {name!r} has no snapshot {version!r}; committed snapshots are "
+            f"1..{newest} (see snapshot_version)"
+        ) from None
+    return DatasetView(catalog, name, snapshot)
 
 __all__ = ["INDEX_TYPES", "DatasetEntry", "DatasetView", "RegistrationHandle", "RegistrationResult"]

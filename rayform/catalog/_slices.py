@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, StringConstraints
 from rayform._digest import Digest
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
-from rayform.catalog._dataset_entry import DatasetEntry
+from rayform.catalog._dataset_entry import DatasetEntry, view_at_version
 from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
 from rayform.catalog._query import read_only_options
 from rayform.catalog._query_errors import translate_errors
@@ -189,14 +189,14 @@ class Slice:
         """
         if catalog is None:
             catalog = Catalog.open(self.catalog_url)
-        entry = catalog.get_dataset(self.dataset)
+        entry = catalog.dataset_meta(self.dataset)  # the pinned snapshot only: no listing
         if entry.id != self.dataset_id:
             raise CorruptMetadataError(
                 f"slice {self.id}: dataset {self.dataset!r} of {catalog.url} is not the one the "
                 f"slice was made from (entry id {entry.id}, slice has {self.dataset_id}); the "
                 "dataset was deleted and recreated — make a new slice"
             )
-        snapshot = entry.at_version(self.dataset_version)
+        snapshot = view_at_version(catalog, self.dataset, self.dataset_version)
         missing = sorted(set(self.segment_ids) - set(snapshot.segment_ids()))
         if missing:
             raise CorruptMetadataError(

@@ -100,12 +100,9 @@ Column: TypeAlias = StackedColumn | ListColumn
 def field_column(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequence[Any]]]
                  ) -> Column:
     """One field's column from its decode results: ``(sample positions, results)`` per task."""
-    if len(parts) == 1:
-        from_rows = _tensor_of(parts[0][1])
-        if from_rows is not None:
-            rows = np.full(size, -1, dtype=np.int64)
-            rows[parts[0][0]] = np.arange(len(parts[0][0]), dtype=np.int64)
-            return StackedColumn.of(from_rows, rows)
+    stacked = _one_tensor(size, parts)
+    if stacked is not None:
+        return stacked
     items: list[Any] = [None] * size
     for positions, results in parts:
         values = results.unbind() if isinstance(results, TensorRows) else results
@@ -114,8 +111,50 @@ def field_column(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequenc
     return ListColumn(items)
 
 
-def _tensor_of(results: Sequence[Any]) -> torch.Tensor | None:
-    return results.tensor if isinstance(results, TensorRows) else None
+def _one_tensor(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequence[Any]]]
+                ) -> StackedColumn | None:
+    """The parts' results as rows of one tensor: one :class:`TensorRows` part; several over
+    the same block buffer, each with its rows of it (the tasks of one field wrote into one
+    ``rayform.decoders._output_arena`` buffer); or several whose tensors lie back to back in
+    one storage, joined into one view without a copy. ``None`` otherwise."""
+    results = [r for _, r in parts]
+    if not results or not all(isinstance(r, TensorRows) for r in results):
+        return None
+    rows_of = [r for r in results if isinstance(r, TensorRows)]
+    rows = np.full(size, -1, dtype=np.int64)
+    first = rows_of[0].tensor
+    if all(r.rows is not None for r in rows_of):
+        if any(r.tensor is not first and not _same_view(r.tensor, first) for r in rows_of):
+            return None
+        for (positions, _), r in zip(parts, rows_of, strict=True):
+            assert r.rows is not None
+            rows[positions] = r.rows
+        return StackedColumn.of(first, rows)
+    if any(r.rows is not None for r in rows_of):
+        return None
+    tensors = [r.tensor for r in rows_of]
+    if len(tensors) == 1:
+        joined = first
+    else:
+        storage, at = first.untyped_storage().data_ptr(), first.storage_offset()
+        for tensor in tensors:
+            if tensor.untyped_storage().data_ptr() != storage or tensor.storage_offset() != at \
+                    or tensor.dtype != first.dtype or tensor.shape[1:] != first.shape[1:] \
+                    or tensor.stride() != first.stride():
+                return None
+            at += tensor.shape[0] * tensor.stride(0)
+        total = sum(int(t.shape[0]) for t in tensors)
+        joined = first.as_strided((total, *first.shape[1:]), first.stride(),
+                                  first.storage_offset())
+    positions = np.concatenate([p for p, _ in parts])
+    rows[positions] = np.arange(len(positions), dtype=np.int64)
+    return StackedColumn.of(joined, rows)
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+            and a.storage_offset() == b.storage_offset() and a.shape == b.shape
+            and a.stride() == b.stride() and a.dtype == b.dtype)
 
 
 @dataclass(slots=True)

@@ -353,7 +353,20 @@ class RerunIterableDataset(IterableDataset[Sample]):
                     process: Callable[[npt.NDArray[np.int64]], Decoded]
                     ) -> Generator[tuple[npt.NDArray[np.int64], Decoded], None, None]:
         """Each block decoded by ``process`` on the fetch threads (:func:`fetch_threads`), two
-        blocks ahead."""
+        blocks ahead.
+
+        The segments of the blocks are announced to the view first, in the order the blocks are
+        read: a remote catalog downloads their recordings in the background (bounded, read
+        lazily from this hint); a local one ignores it."""
+        sample_index = self._pipeline.sample_index
+
+        def upcoming() -> Iterator[str]:
+            for block in blocks:
+                seg_pos, _ = sample_index.locate(indices[block])
+                for position in dict.fromkeys(seg_pos.tolist()):
+                    yield sample_index.segment_id(position)
+
+        self._pipeline.view.prefetch(upcoming())
         pending: deque[tuple[npt.NDArray[np.int64], Future[Decoded]]] = deque()
         queue = iter(blocks)
 

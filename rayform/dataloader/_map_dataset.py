@@ -12,6 +12,7 @@ samples only; the sampler, not the manifest, decides the order, as in Rerun).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -58,6 +59,7 @@ class RerunMapDataset(Dataset[Sample]):
                  sample_metadata: bool = False, manifest: Manifest | None = None,
                  on_decode_error: DecodeErrorPolicy = "raise") -> None:
         self._rows: npt.NDArray[np.int64] | None = None
+        self._read_ahead_pid = 0  # the process that announced the segments (per process)
         policy = check_decode_policy(on_decode_error)
         if manifest is None:
             self._pipeline = build_pipeline(source, index, fields,
@@ -129,8 +131,22 @@ class RerunMapDataset(Dataset[Sample]):
             DecodeError: a sample's data cannot be decoded and ``on_decode_error='raise'``.
         """
         if self._pipeline.decode_errors == "skip":
-            return self._pipeline.process_dropping_failures(self._global(indices))
-        return self._pipeline.process(self._global(indices))
+            samples = self._pipeline.process_dropping_failures(self._global(indices))
+        else:
+            samples = self._pipeline.process(self._global(indices))
+        if self._read_ahead_pid != os.getpid():
+            self._start_read_ahead()
+        return samples
+
+    def _start_read_ahead(self) -> None:
+        """Announce every segment to the catalog's store, once per process and after the first
+        batch (which it must not slow down): the sampler's order is unknown, but an epoch reads
+        every segment, so a remote store downloads the ones not read yet in the background
+        (bounded: a few objects ahead of the reader) while this process decodes and trains; a
+        local store ignores the hint."""
+        self._read_ahead_pid = os.getpid()
+        index = self._pipeline.sample_index
+        self._pipeline.view.prefetch(index.segment_id(i) for i in range(index.num_segments))
 
     def _global(self, indices: Sequence[int]) -> Sequence[int] | npt.NDArray[np.int64]:
         """The global sample indices of items ``indices``."""

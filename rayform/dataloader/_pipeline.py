@@ -26,7 +26,7 @@ from __future__ import annotations
 import collections
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -57,6 +57,7 @@ from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
+from rayform.decoders._output_arena import OutputArena
 from rayform.decoders._requests import CodedIds
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
@@ -467,6 +468,10 @@ class SamplePipeline:
             if not len(job.requests) or job.batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
+            if concurrency == "requests":
+                # One output buffer for the field's block, in block order, shared by its tasks.
+                job = replace(job, batch=replace(
+                    job.batch, output_arena=OutputArena(n, job.requests.sample_positions)))
             if job.decoded is not None:
                 parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
             elif concurrency == "inline" or threads <= 1:

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 import numpy as np
 import pyarrow as pa
 
+from rayform.decoders._output_arena import OutputArena
+
 if TYPE_CHECKING:
     import torch
 
@@ -91,6 +93,9 @@ class FieldBatch:
         on_failure: told about every request whose data exists but cannot be decoded (a
             corrupt image, an undecodable frame), so that the dataset applies its
             ``on_decode_error`` policy; ``None`` outside a rayform dataset.
+        output_arena: set by the pipeline when it splits the field's requests across decode
+            threads: one buffer for the whole block's results, each task writing its rows
+            (:class:`~rayform.decoders._output_arena.OutputArena`); decoders may ignore it.
     """
 
     column: pa.Array
@@ -99,6 +104,7 @@ class FieldBatch:
     open_segment: Callable[[str], Any] | None = None
     path: str | None = None
     on_failure: Callable[[DecodeRequest, str], None] | None = None
+    output_arena: OutputArena | None = None
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):

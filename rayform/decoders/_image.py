@@ -4,8 +4,12 @@ Decoding itself is :mod:`rayform.media._image` (simplejpeg, else Pillow). The de
 thread-safe and both libraries release the GIL while decoding, so the pipeline splits a block's
 images across its decode threads. When every image of a call is a JPEG of one size, they are
 decoded straight into one planar buffer ``[N, T, C, H, W]`` taken from the process's
-:data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), and
-each sample's tensor is a view of its slot.
+:data:`~rayform.decoders._buffer_pool.FRAME_POOL` (no allocation, no page faults per frame), or,
+inside a rayform dataset, into the block's one buffer in block order, each request at its
+sample's row (:class:`~rayform.decoders._output_arena.OutputArena`, shared by the decode
+threads); each sample's tensor is a view of its slot. When every request of the call decoded, the
+result is :class:`~rayform.decoders.TensorRows` over that buffer (batching datasets cut batches
+from it without per-sample tensors: a run of consecutive samples is a view).
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import torch
 from rayform.decoders._arrow import BlobReader
 from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeRequest, FieldBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
-from rayform.decoders._requests import output_row_matrix
+from rayform.decoders._requests import RequestArrays, output_row_matrix
+from rayform.decoders._tensor_rows import TensorRows
 from rayform.media._image import (
     decode_image_planes,
     decode_jpeg_planes_into,
@@ -53,13 +58,17 @@ class ImageDecoder(ColumnDecoder):
         return "requests"
 
     def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]
-               ) -> list[torch.Tensor | None]:
+               ) -> Sequence[torch.Tensor | None]:
         if not requests:
             return []
         rows = output_row_matrix(requests)
         if batch.select is None and rows is not None:
             reader = BlobReader(batch.column)
-            return _decode_rows(reader, rows, windowed=batch.is_windowed,
+            arena = batch.output_arena
+            shared = None
+            if arena is not None and isinstance(requests, RequestArrays):
+                shared = partial(arena.rows, requests.sample_positions)
+            return _decode_rows(reader, rows, windowed=batch.is_windowed, shared=shared,
                                 report=lambda i, why: batch.report_failure(requests[i], why))
         out: list[torch.Tensor | None] = []
         for request in requests:
@@ -75,34 +84,54 @@ def _report_one(batch: FieldBatch, request: DecodeRequest, _: int, reason: str) 
 
 
 _UNDECODABLE = object()  # a blob that is there but is not an image
+SharedRows = Callable[[tuple[int, ...]], tuple[torch.Tensor, npt.NDArray[np.int64]] | None]
+"""Given a request's frame shape, the block's shared buffer and these requests' rows of it."""
 
 
 def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
-                 report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
+                 report: Callable[[int, str], object],
+                 shared: SharedRows | None = None) -> Sequence[torch.Tensor | None]:
     blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
         shape = shapes.pop()
         if shape is not None:
-            return _decode_into_slab(blobs, rows, shape, windowed=windowed, report=report)
+            return _decode_into_slab(blobs, rows, shape, windowed=windowed, report=report,
+                                     shared=shared)
     return _decode_one_by_one(reader, rows, windowed=windowed, report=report)
 
 
 def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
                       shape: tuple[int, int, int], *, windowed: bool,
-                      report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
+                      report: Callable[[int, str], object],
+                      shared: SharedRows | None) -> Sequence[torch.Tensor | None]:
     """Every output frame decoded (or, for a repeated row, copied) into its slot of one pooled
     ``[N, T, C, H, W]`` buffer; request ``i`` gets slot ``i`` (``[T, C, H, W]`` windowed, else
-    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported)."""
+    ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported).
+
+    When every request decoded, the result is :class:`TensorRows` over the buffer (``[N, C, H, W]``
+    or ``[N, T, C, H, W]``), so that a batching dataset cuts batches from it (a view for
+    consecutive rows) instead of stacking per-sample tensors. ``shared`` (the pipeline's
+    :class:`~rayform.decoders._output_arena.OutputArena`) gives the block's buffer and these
+    requests' (scattered) rows of the
+    block's one buffer, when it can."""
     n, width = rows.shape
-    frame_bytes = shape[0] * shape[1] * shape[2]
-    slab = FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape)
+    got = None if shared is None else shared((width, *shape))
+    targets: npt.NDArray[np.int64] | None = None
+    if got is None:
+        frame_bytes = shape[0] * shape[1] * shape[2]
+        tensor = torch.from_numpy(FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape))
+        slots = list(range(n))
+    else:
+        tensor, targets = got
+        slots = targets.tolist()
+    slab: npt.NDArray[np.uint8] = tensor.numpy()
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
     failures: dict[int, str] = {}
     complete = np.ones(n, dtype=np.bool_)
     for i, request_rows in enumerate(rows.tolist()):
         for t, row in enumerate(request_rows):
-            slot = slab[i, t]
+            slot = slab[slots[i], t]
             if row not in first:
                 blob = blobs[row]
                 ok = blob is not None and (decode_jpeg_planes_into(blob, slot)
@@ -122,9 +151,12 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                 if row in failures:
                     report(i, failures[row])
                     break
-    tensor = torch.from_numpy(slab)
-    return [(tensor[i] if windowed else tensor[i, 0]) if complete[i] else None
-            for i in range(n)]
+    stacked = tensor if windowed else tensor[:, 0]
+    if complete.all():
+        return TensorRows(stacked, targets)
+    views = stacked.unbind(0)  # every slot's view, made in C
+    return [views[slot] if ok else None
+            for slot, ok in zip(slots, complete.tolist(), strict=True)]
 
 
 def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8]) -> bool:

@@ -13,26 +13,37 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
+import numpy as np
+import numpy.typing as npt
 import torch
 
 
 class TensorRows(Sequence[torch.Tensor]):
-    """Per-request results as the rows of one tensor: ``rows[i]`` is ``tensor[i]``.
+    """Per-request results as rows of one tensor: result ``i`` is ``tensor[i]``, or
+    ``tensor[rows[i]]`` when ``rows`` is given.
 
     Args:
-        tensor: ``[N, …]``, one row per request, in request order.
+        tensor: ``[R, …]`` the decoded rows.
+        rows: ``int64[N]`` the row of each request (in request order); ``None``: request ``i``
+            is row ``i`` and ``N == R``. Decoders that write into a block-ordered buffer
+            shared by several tasks (``rayform.decoders._output_arena``) give their rows of it.
     """
 
-    __slots__ = ("tensor",)
+    __slots__ = ("rows", "tensor")
 
-    def __init__(self, tensor: torch.Tensor) -> None:
+    def __init__(self, tensor: torch.Tensor, rows: npt.NDArray[np.int64] | None = None) -> None:
         if not isinstance(tensor, torch.Tensor) or tensor.dim() < 1:
             raise TypeError(f"TensorRows needs a tensor with a leading request dimension, "
                             f"got {tensor!r}")
+        if rows is not None and len(rows) and (
+                int(rows.min()) < 0 or int(rows.max()) >= tensor.shape[0]):
+            raise IndexError(f"TensorRows rows must lie in [0, {tensor.shape[0]}), got "
+                             f"{int(rows.min())}..{int(rows.max())}")
         self.tensor = tensor
+        self.rows = rows
 
     def __len__(self) -> int:
-        return int(self.tensor.shape[0])
+        return int(self.tensor.shape[0]) if self.rows is None else len(self.rows)
 
     @overload
     def __getitem__(self, item: int) -> torch.Tensor: ...
@@ -41,16 +52,21 @@ class TensorRows(Sequence[torch.Tensor]):
     def __getitem__(self, item: slice) -> TensorRows: ...
 
     def __getitem__(self, item: int | slice) -> torch.Tensor | TensorRows:
+        if self.rows is None:
+            return TensorRows(self.tensor[item]) if isinstance(item, slice) else self.tensor[item]
         if isinstance(item, slice):
-            return TensorRows(self.tensor[item])
-        return self.tensor[item]
+            return TensorRows(self.tensor, self.rows[item])
+        return self.tensor[int(self.rows[item])]
 
     def __iter__(self) -> Iterator[torch.Tensor]:
-        return iter(self.tensor.unbind(0))
+        return iter(self.unbind())
 
     def unbind(self) -> list[torch.Tensor]:
-        """Every row as its own tensor (views of :attr:`tensor`)."""
-        return list(self.tensor.unbind(0))
+        """Every result as its own tensor (views of :attr:`tensor`)."""
+        views = self.tensor.unbind(0)
+        if self.rows is None:
+            return list(views)
+        return [views[r] for r in self.rows.tolist()]
 
     def __repr__(self) -> str:
         return f"TensorRows({len(self)} x {tuple(self.tensor.shape[1:])}, {self.tensor.dtype})"

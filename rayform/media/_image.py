@@ -15,9 +15,11 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import as_strided
 
 _JPEG_MAGIC = b"\xff\xd8"
 _LITTLE_ENDIAN = sys.byteorder == "little"
+_WORD_BYTES = 4  # spare bytes after an RGBX buffer (see _split_rgbx)
 _INSTALL_HINT = "ImageDecoder needs simplejpeg or Pillow: pip install 'rayform[image]'"
 
 # The codec libraries are imported on first decode, not when ``rayform`` is imported (the
@@ -77,15 +79,14 @@ def decode_image_planes(data: bytes | memoryview, *, use_simplejpeg: bool = True
                         ) -> npt.NDArray[np.uint8] | npt.NDArray[np.uint16] | None:
     """Decode one encoded image to a contiguous planar ``[C, H, W]`` array; ``None`` if undecodable.
 
-    Colour JPEGs are decoded by simplejpeg to RGBX and split into planes with three shifts of
-    the 32-bit pixels, about 3x cheaper than transposing an ``[H, W, 3]`` array.
+    JPEGs that :func:`jpeg_planes_shape` accepts go through :func:`decode_jpeg_planes_into`
+    (RGBX split into planes in one pass, about 5x cheaper than transposing ``[H, W, 3]``).
     """
-    if use_simplejpeg and _LITTLE_ENDIAN:
-        rgbx = _decode_simplejpeg(data, colorspace_rgb="RGBX")
-        if rgbx is not None:
-            if rgbx.shape[2] == 1:
-                return rgbx.reshape(1, rgbx.shape[0], rgbx.shape[1])
-            return _rgbx_planes(rgbx)
+    shape = jpeg_planes_shape(data) if use_simplejpeg else None
+    if shape is not None:
+        planes = np.empty(shape, dtype=np.uint8)
+        if decode_jpeg_planes_into(data, planes):
+            return planes
     arr = decode_image(data, use_simplejpeg=use_simplejpeg)
     if arr is None:
         return None
@@ -128,23 +129,42 @@ def decode_jpeg_planes_into(data: bytes | memoryview, out: npt.NDArray[np.uint8]
         if channels == 1:
             jpeg.decode_jpeg(data, colorspace="GRAY", buffer=out)
             return True
-        scratch = _rgbx_scratch(height, width)
+        scratch, words = _rgbx_scratch(height, width)
         jpeg.decode_jpeg(data, colorspace="RGBX", buffer=scratch)
     except ValueError:
         return False
-    _split_rgbx(scratch, out)
+    np.copyto(out, words, casting="unsafe")  # the planes, in one pass (see _rgbx_words)
     return True
 
 
 _scratch = threading.local()
 
 
-def _rgbx_scratch(height: int, width: int) -> npt.NDArray[np.uint8]:
-    buffer: npt.NDArray[np.uint8] | None = getattr(_scratch, "rgbx", None)
-    if buffer is None or buffer.shape != (height, width, 4):
-        buffer = np.empty((height, width, 4), dtype=np.uint8)
-        _scratch.rgbx = buffer
-    return buffer
+def _rgbx_scratch(height: int, width: int
+                  ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint32]]:
+    """This thread's RGBX buffer ``[H, W, 4]`` and its planar word view (see :func:`_rgbx_words`),
+    made once per thread and image size."""
+    cached: tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint32]] | None = \
+        getattr(_scratch, "rgbx", None)
+    if cached is None or cached[0].shape != (height, width, 4):
+        padded = np.empty(height * width * 4 + _WORD_BYTES, dtype=np.uint8)
+        cached = padded[: height * width * 4].reshape(height, width, 4), _rgbx_words(padded, height, width)
+        _scratch.rgbx = cached
+    return cached
+
+
+def _rgbx_words(padded: npt.NDArray[np.uint8], height: int, width: int) -> npt.NDArray[np.uint32]:
+    """``[3, H, W]`` little-endian ``uint32`` words over the RGBX bytes at the start of ``padded``:
+    word ``[c, y, x]`` starts at byte ``c`` of pixel ``(y, x)``, so its low byte is channel ``c``.
+
+    Casting this view to ``uint8`` deinterleaves RGBX into planes in one numpy pass (about 3x
+    cheaper than three masked shifts, 5x cheaper than a transposing copy). The last word of plane 2
+    ends 2 bytes past the last pixel, which is why ``padded`` carries ``_WORD_BYTES`` spare bytes
+    (they only feed the discarded high bytes).
+    """
+    assert _LITTLE_ENDIAN and padded.nbytes >= height * width * 4 + _WORD_BYTES
+    return as_strided(padded[:4].view(np.uint32), shape=(3, height, width),
+                      strides=(1, 4 * width, 4), writeable=False)
 
 
 def _decode_simplejpeg(data: bytes | memoryview, *, colorspace_rgb: str
@@ -162,22 +182,6 @@ def _decode_simplejpeg(data: bytes | memoryview, *, colorspace_rgb: str
     except ValueError:
         pass  # Pillow decides (it may still read a slightly damaged file, or reject it)
     return None
-
-
-def _rgbx_planes(rgbx: npt.NDArray[np.uint8]) -> npt.NDArray[np.uint8]:
-    """``[H, W, 4]`` RGBX bytes to ``[3, H, W]`` planes (little-endian pixel words)."""
-    h, w, _ = rgbx.shape
-    planes = np.empty((3, h, w), dtype=np.uint8)
-    _split_rgbx(rgbx, planes)
-    return planes
-
-
-def _split_rgbx(rgbx: npt.NDArray[np.uint8], planes: npt.NDArray[np.uint8]) -> None:
-    h, w, _ = rgbx.shape
-    words = rgbx.view(np.uint32).reshape(h, w)
-    np.bitwise_and(words, 0xFF, out=planes[0], casting="unsafe")
-    np.right_shift(words, 8, out=planes[1], casting="unsafe")
-    np.right_shift(words, 16, out=planes[2], casting="unsafe")
 
 
 def _decode_pillow(data: bytes | memoryview

@@ -295,7 +295,12 @@ class ObjectCache:
                 fcntl.flock(fd, fcntl.LOCK_EX)
             yield
         finally:
-            os.close(fd)  # releases the lock
+            # Unlock explicitly: a process forked while this lock was held (a DataLoader worker
+            # started during a background download) keeps a duplicate of ``fd``, and a flock is
+            # released by closing only once every duplicate is closed.
+            with contextlib.suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_UN)
+            os.close(fd)
 
 
 class MetadataCache:

@@ -14,11 +14,13 @@ import hashlib
 import io
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from pathlib import Path
 
 from rayform._paths import component_problem
 from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
+from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
 from rayform.storage._store import Store, object_key, sha256_file
 
@@ -83,6 +85,7 @@ class RemoteStore(Store):
         self.retry = retry if retry is not None else RetryPolicy.from_env()
         self.meta = MetadataCache(self.cache, self.url)
         self._namespace: str | None = None
+        self._prefetcher: ObjectPrefetcher | None = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}, cache={str(self.cache.root)!r})"
@@ -116,6 +119,14 @@ class RemoteStore(Store):
         return f"keys@{self._namespace}"
 
     def read_bytes(self, key: str) -> bytes:
+        data = self._read_metadata(key)
+        if key == CATALOG_FILE and self._namespace is None:
+            # The copy that opened the catalog names its namespace: one request fewer per open,
+            # and immutable files are scoped to the catalog this store actually read.
+            self._namespace = hashlib.sha256(data).hexdigest()[:16]
+        return data
+
+    def _read_metadata(self, key: str) -> bytes:
         space = self._space(key)
         if is_immutable_key(key):
             cached = self.meta.get(space, key)
@@ -196,6 +207,8 @@ class RemoteStore(Store):
 
     # ----------------------------------------------------------------------------- data
     def object_path(self, digest: str) -> Path:
+        if self._prefetcher is not None:
+            self._prefetcher.claimed(digest)
         cached = self.cache.cached(digest)
         if cached is not None:
             return cached
@@ -211,6 +224,22 @@ class RemoteStore(Store):
             return fetch()
         except CacheError:  # the cache folder was removed mid-download: once more
             return fetch()
+
+    def prefetch(self, digests: Iterable[str]) -> None:
+        """Start downloading ``digests`` into the cache in the background (see
+        :class:`~rayform.storage._prefetch.ObjectPrefetcher` for the bounds); nothing offline."""
+        if self.is_offline():
+            return
+        if self._prefetcher is None:
+            self._prefetcher = ObjectPrefetcher(self._fetch_quietly,
+                                               lambda d: self.cache.path_of(d).exists())
+        self._prefetcher.announce(digests)
+
+    def _fetch_quietly(self, digest: str) -> Path:
+        """One prefetch: the same verified download as :meth:`object_path`, unclaimed."""
+        key = object_key(digest)
+        return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
+                                retry=self.retry, what=f"download {self.url}/{key}")
 
     def is_cached(self, digest: str) -> bool:
         """True when ``digest`` is in the local cache (verified)."""

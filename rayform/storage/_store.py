@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -69,6 +69,11 @@ class Store(ABC):
         """True when the object is stored, marking it as in use where the store can (a local
         catalog renews its time, so a concurrent garbage collection keeps it)."""
         return self.exists(object_key(digest))
+
+    def prefetch(self, digests: Iterable[str]) -> None:
+        """Hint that the objects ``digests`` will be read soon, in this order (a remote store
+        downloads them in the background, bounded; a local one has nothing to do)."""
+        return None
 
     @abstractmethod
     def object_path(self, digest: str) -> Path:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import torch
 from PIL import Image
 
-from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder
+from rayform.decoders import DecodeRequest, FieldBatch, ImageDecoder, TensorRows
 from rayform.decoders._image import decode_image_chw
 from rayform.media import _image as image_module
 from rayform.media._image import decode_image
@@ -160,3 +161,51 @@ def test_blob_layouts(layout: str) -> None:
     out = ImageDecoder().decode(batch, [DecodeRequest(0, "s", 0, (0,), (0,))])
     assert out[0] is not None and out[0].shape == (3, 3, 4)
     assert int(out[0].max()) == 77
+
+
+@pytest.mark.parametrize(("h", "w"), [(1, 1), (3, 5), (37, 53)])
+def test_rgbx_word_view_deinterleaves_exactly_whatever_follows_the_pixels(h: int, w: int) -> None:
+    # The planar word view reads 2 bytes past the last pixel: those must never reach a plane.
+    rgbx = np.random.default_rng(h * w).integers(0, 256, (h, w, 4), dtype=np.uint8)
+    for trailing in (0x00, 0xFF):
+        padded = np.full(h * w * 4 + image_module._WORD_BYTES, trailing, dtype=np.uint8)
+        padded[: h * w * 4] = rgbx.reshape(-1)
+        planes = np.empty((3, h, w), dtype=np.uint8)
+        np.copyto(planes, image_module._rgbx_words(padded, h, w), casting="unsafe")
+        assert np.array_equal(planes, rgbx[..., :3].transpose(2, 0, 1))
+
+
+def test_jpeg_planes_decoded_on_many_threads_at_once_stay_pixel_exact() -> None:
+    # Each thread splits through its own RGBX scratch buffer and word view (thread-local).
+    pytest.importorskip("simplejpeg")
+    blobs = [_encode(_scene(48 + 8 * (k % 2), 40, k), "JPEG", quality=90) for k in range(16)]
+    expected = [decode_image(b, use_simplejpeg=False) for b in blobs]
+
+    def planes_of(blob: bytes) -> np.ndarray:
+        shape = image_module.jpeg_planes_shape(blob)
+        assert shape is not None
+        out = np.empty(shape, dtype=np.uint8)
+        for _ in range(20):  # many rounds so that the threads' decodes interleave
+            assert image_module.decode_jpeg_planes_into(blob, out)
+        return out
+
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(planes_of, blobs))
+    for planes, pixels in zip(got, expected, strict=True):
+        assert pixels is not None and np.array_equal(planes, pixels.transpose(2, 0, 1))
+
+
+def test_jpegs_of_one_size_come_back_as_rows_of_one_buffer() -> None:
+    """All decoded: TensorRows over the [N, C, H, W] buffer (request i is row i); one missing:
+    a plain list with None there."""
+    pytest.importorskip("simplejpeg")
+    blobs = [_encode(_scene(12, 10, k), "JPEG", quality=90) for k in range(3)]
+    out = _decode(_column(blobs), [[2], [0], [1]], windowed=False)
+    assert isinstance(out, TensorRows) and out.tensor.shape == (3, 3, 12, 10)
+    for i, k in enumerate((2, 0, 1)):
+        pixels = decode_image(blobs[k], use_simplejpeg=False)
+        assert pixels is not None and np.array_equal(out[i].numpy(), pixels.transpose(2, 0, 1))
+    windows = _decode(_column(blobs), [[0, 1], [1, 2]], windowed=True)
+    assert isinstance(windows, TensorRows) and windows.tensor.shape == (2, 2, 3, 12, 10)
+    partial = _decode(_column([*blobs, None]), [[0], [3]], windowed=False)
+    assert not isinstance(partial, TensorRows) and partial[1] is None and partial[0] is not None

@@ -161,3 +161,24 @@ def test_s3_downloads_cut_mid_body_are_retried_then_fail_cleanly(
         assert leftovers(fresh_cache) == []
     finally:
         proxy.close()
+
+
+def test_a_lock_held_when_a_process_forks_is_released_for_everyone(tmp_path: Path) -> None:
+    fcntl = pytest.importorskip("fcntl")
+    cache = ObjectCache(tmp_path / "c")
+    digest = "ab" * 32
+    read_end, write_end = os.pipe()
+    with cache._lock(digest):  # a background download holds it ...
+        pid = os.fork()  # ... when a DataLoader worker forks
+        if pid == 0:  # pragma: no cover - the child waits with the inherited descriptor open
+            os.read(read_end, 1)
+            os._exit(0)
+    try:
+        fd = os.open(cache.root / "locks" / f"{digest[:3]}.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free although the child lives
+        finally:
+            os.close(fd)
+    finally:
+        os.write(write_end, b"x")
+        os.waitpid(pid, 0)

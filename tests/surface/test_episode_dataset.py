@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from torch.utils.data import DataLoader
 
 import rayform
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
+from rayform.storage._cache import ObjectCache
 
 torch.set_num_threads(1)
 
@@ -192,11 +194,18 @@ def test_remote_epochs_read_from_the_cache_after_the_first(https_catalog: Https,
 
 
 def test_offline_error_names_the_slice_to_pull(https_catalog: Https,
-                                               local_catalog: rayform.Catalog,
+                                               local_catalog: rayform.Catalog, cache_dir: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     made = rayform.Client(local_catalog).slices.create("robots")
     remote = rayform.Client(https_catalog.url).slices.get(made.id)
     ds = rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
+    cache = ObjectCache(cache_dir)
+    deadline = time.monotonic() + 20
+    while not all(cache.path_of(d).exists() for d in made.objects()):  # read ahead when built
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    for digest in made.objects():  # the metadata stays cached, the recordings go
+        cache.path_of(digest).unlink()
     monkeypatch.setenv("RAYFORM_OFFLINE", "1")
     fresh = rayform.torch.EpisodeDataset(rayform.Client(https_catalog.url).slices.get(made.id),
                                          obs=["joints/position"], fps=15)

@@ -1,0 +1,69 @@
+"""OutputArena: one output buffer for a field's block, in block order, shared by its decode tasks.
+
+The pipeline decodes an image field's requests (sorted by segment and time) in chunks that its
+decode threads take in turn. Decoded into one buffer per chunk, the block's images would end up in
+several buffers in decode order, and a batch cut from them would have to be stacked or gathered.
+With an arena every task writes each of its requests into the row of one pooled buffer that is the
+request's position in the block (the order the dataset emits a block's samples in), so the
+block's results are the rows of one tensor in block order (:class:`~rayform.decoders.TensorRows`
+with ``rows``) and a batching dataset hands out a run of consecutive samples as a view of it: no
+stacking, no gather.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+import numpy.typing as npt
+import torch
+
+from rayform.decoders._buffer_pool import FRAME_POOL
+
+
+class OutputArena:
+    """One ``uint8`` buffer with a row per sample of a block (thread-safe).
+
+    Args:
+        size: samples in the block (rows of the buffer).
+        sample_positions: ``int64[N]`` the field's requests' block positions (each once).
+    """
+
+    __slots__ = ("_buffer", "_known", "_lock", "_row_shape", "_size")
+
+    def __init__(self, size: int, sample_positions: npt.NDArray[np.int64]) -> None:
+        self._size = size
+        self._known = np.zeros(size, dtype=np.bool_)
+        self._known[sample_positions] = True
+        self._lock = threading.Lock()
+        self._row_shape: tuple[int, ...] | None = None
+        self._buffer: torch.Tensor | None = None
+
+    def __len__(self) -> int:
+        return self._size
+
+    def rows(self, sample_positions: npt.NDArray[np.int64], row_shape: tuple[int, ...]
+             ) -> tuple[torch.Tensor, npt.NDArray[np.int64]] | None:
+        """The block's buffer ``uint8 [size, *row_shape]`` and the rows a task's requests go to
+        (their block positions); ``None`` when a position is not a request of this arena or
+        another task already shaped the buffer otherwise (the caller then decodes into a buffer
+        of its own). Tasks with disjoint requests write disjoint rows.
+
+        The buffer is taken from the process's frame pool on first use and goes back to it once
+        nothing references it.
+        """
+        if not len(sample_positions):
+            return None
+        lo, hi = int(sample_positions.min()), int(sample_positions.max())
+        if lo < 0 or hi >= self._size or not bool(self._known[sample_positions].all()):
+            return None
+        with self._lock:
+            if self._buffer is None:
+                row_bytes = math.prod(row_shape)
+                self._buffer = torch.from_numpy(FRAME_POOL.take(self._size * row_bytes)
+                                                .reshape(self._size, *row_shape))
+                self._row_shape = row_shape
+            elif self._row_shape != row_shape:
+                return None
+            return self._buffer, sample_positions

@@ -1,0 +1,170 @@
+"""JPEG cameras in batching datasets: decoded into one buffer per block, batches cut from it
+(views when the rows are consecutive), equal to DataLoader batching of the per-sample stream."""
+
+from __future__ import annotations
+
+import io
+import itertools
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch.utils.data import DataLoader
+
+from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
+from rayform.dataloader import (
+    BlockShuffle,
+    DataSource,
+    Field,
+    ImageDecoder,
+    NoShuffle,
+    NumericDecoder,
+    RerunIterableDataset,
+    SampleShuffle,
+)
+from rayform.dataloader._block_columns import ListColumn, StackedColumn, field_column
+from rayform.decoders import TensorRows
+from rayform.media._image import decode_image
+
+pytest.importorskip("simplejpeg")
+
+NUM_FRAMES = 20
+CAM = "/cam:EncodedImage:blob"
+STEP = "/step:Scalars:scalars"
+FIELDS = {"image": Field(CAM, ImageDecoder()), "step": Field(STEP, NumericDecoder())}
+
+
+def _jpeg(seed: int) -> bytes:
+    rng = np.random.default_rng(seed)
+    pixels = rng.integers(0, 256, (12, 16, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(pixels).save(buf, format="JPEG", quality=90)
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def cams(tmp_path_factory: pytest.TempPathFactory) -> DatasetEntry:
+    """Two segments of distinct 16x12 JPEG frames, one per frame index, and a step counter."""
+    root = tmp_path_factory.mktemp("jpeg-cams")
+    paths = []
+    for k, name in enumerate(("a", "b")):
+        frames = np.arange(NUM_FRAMES)
+        with RecordingWriter(root / f"{name}.rfr", recording_id=name) as rec:
+            rec.log_encoded_images("/cam", timelines={"frame_index": frames},
+                                   blobs=[_jpeg(100 * k + int(i)) for i in frames],
+                                   media_type="image/jpeg")
+            rec.log_scalars("/step", timelines={"frame_index": frames}, values=frames + 100 * k)
+        paths.append(root / f"{name}.rfr")
+    dataset = Catalog.create(root / "catalog").create_dataset("jpeg-cams")
+    dataset.register(paths).wait()
+    return dataset
+
+
+def _make(cams: DatasetEntry, **kwargs: Any) -> RerunIterableDataset:
+    return RerunIterableDataset(DataSource(cams), "frame_index", FIELDS, **kwargs)
+
+
+@pytest.mark.parametrize("strategy", [NoShuffle(), SampleShuffle(), BlockShuffle(buffer_size=3)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_jpeg_batches_equal_dataloader_batching(cams: DatasetEntry, strategy: Any,
+                                                threads: int) -> None:
+    per_sample = _make(cams, shuffle_strategy=strategy, fetch_block_size=12,
+                       decode_threads=threads)
+    batched = _make(cams, shuffle_strategy=strategy, fetch_block_size=12, batch_size=5,
+                    decode_threads=threads)
+    want = list(DataLoader(per_sample, batch_size=5))
+    got = list(DataLoader(batched, batch_size=None))
+    assert len(got) == len(want) == -(-2 * NUM_FRAMES // 5)
+    for g, w in zip(got, want, strict=True):
+        assert list(g) == list(w)
+        for key in w:
+            assert g[key].shape == w[key].shape and torch.equal(g[key], w[key]), key
+
+
+def test_jpeg_batch_pixels_are_pillows(cams: DatasetEntry) -> None:
+    batch = next(iter(_make(cams, shuffle_strategy=NoShuffle(), batch_size=4, decode_threads=1)))
+    assert batch["image"].shape == (4, 3, 12, 16) and batch["image"].dtype == torch.uint8
+    for i, step in enumerate(batch["step"].reshape(-1).tolist()):
+        pixels = decode_image(_jpeg(int(step)), use_simplejpeg=False)
+        assert pixels is not None
+        assert np.array_equal(batch["image"][i].numpy(), pixels.transpose(2, 0, 1))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_in_order_jpeg_batches_are_views_of_the_decode_buffer(cams: DatasetEntry,
+                                                              threads: int) -> None:
+    """Streaming in order, the batches of a block are views of the one buffer the block was
+    decoded into, also when its images were split across decode threads (no stacking copy), and
+    a batch that is held keeps its pixels while later blocks decode."""
+    ds = _make(cams, shuffle_strategy=NoShuffle(), fetch_block_size=8, batch_size=4,
+               decode_threads=threads)
+    stream = iter(ds)
+    first, second = itertools.islice(stream, 2)
+    assert first["image"].untyped_storage().data_ptr() == \
+        second["image"].untyped_storage().data_ptr(), "one buffer for the block"
+    assert second["image"].storage_offset() == first["image"].storage_offset() + \
+        first["image"].numel()
+    kept = first["image"].clone()
+    rest = list(stream)  # later blocks take buffers from the pool while `first` is held
+    assert len(rest) == 2 * NUM_FRAMES // 4 - 2
+    assert torch.equal(first["image"], kept)
+
+
+def test_field_column_joins_only_rows_that_lie_back_to_back() -> None:
+    buffer = torch.arange(24, dtype=torch.uint8).reshape(6, 4)
+    positions = [np.array([2, 0], dtype=np.int64), np.array([1, 3], dtype=np.int64)]
+    joined = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                              (positions[1], TensorRows(buffer[2:4]))])
+    assert isinstance(joined, StackedColumn)
+    assert joined.tensor.data_ptr() == buffer.data_ptr() and joined.tensor.shape == (4, 4)
+    assert joined.rows.tolist() == [1, 2, 0, 3]  # sample 2 is row 0, sample 0 row 1, ...
+    gap = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                           (positions[1], TensorRows(buffer[3:5]))])
+    apart = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                             (positions[1], TensorRows(buffer[2:4].clone()))])
+    for column, second in ((gap, 3), (apart, 2)):
+        assert isinstance(column, ListColumn)
+        assert torch.equal(column.items[0], buffer[1]) and torch.equal(column.items[1], buffer[second])
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_shuffled_jpeg_batches_are_views_too(cams: DatasetEntry, threads: int) -> None:
+    """SampleShuffle emits a block's samples in block order while they decode in file order:
+    each image goes to its sample's row of the block buffer, so batches stay views (no gather)."""
+    ds = _make(cams, shuffle_strategy=SampleShuffle(), fetch_block_size=8, batch_size=4,
+               decode_threads=threads)
+    first, second = itertools.islice(iter(ds), 2)
+    assert first["image"].untyped_storage().data_ptr() == \
+        second["image"].untyped_storage().data_ptr(), "one buffer for the block"
+    assert second["image"].storage_offset() == first["image"].storage_offset() + \
+        first["image"].numel()
+    steps = first["step"].reshape(-1).tolist()
+    assert steps != sorted(steps) or second["step"].reshape(-1).tolist() != sorted(
+        second["step"].reshape(-1).tolist()), "the samples are shuffled"
+    for i, step in enumerate(steps):
+        pixels = decode_image(_jpeg(int(step)), use_simplejpeg=False)
+        assert pixels is not None
+        assert np.array_equal(first["image"][i].numpy(), pixels.transpose(2, 0, 1))
+
+
+def test_field_column_gathers_tasks_rows_of_one_block_buffer() -> None:
+    buffer = torch.arange(20, dtype=torch.uint8).reshape(5, 4)
+    column = field_column(5, [(np.array([3, 0]), TensorRows(buffer, np.array([3, 0]))),
+                              (np.array([1, 2]), TensorRows(buffer, np.array([1, 2])))])
+    assert isinstance(column, StackedColumn) and column.tensor is buffer
+    assert column.rows.tolist() == [0, 1, 2, 3, -1]  # sample 4 had no request
+    other = field_column(5, [(np.array([3, 0]), TensorRows(buffer, np.array([3, 0]))),
+                             (np.array([1, 2]), TensorRows(buffer.clone(), np.array([1, 2])))])
+    assert isinstance(other, ListColumn) and torch.equal(other.items[1], buffer[1])
+
+
+def test_tensor_rows_with_rows() -> None:
+    buffer = torch.arange(12).reshape(4, 3)
+    rows = TensorRows(buffer, np.array([2, 0], dtype=np.int64))
+    assert len(rows) == 2 and torch.equal(rows[0], buffer[2]) and torch.equal(rows[1], buffer[0])
+    assert [r.tolist() for r in rows] == [buffer[2].tolist(), buffer[0].tolist()]
+    assert rows[1:].rows is not None and rows[1:].rows.tolist() == [0]
+    with pytest.raises(IndexError, match=r"rows must lie in \[0, 4\)"):
+        TensorRows(buffer, np.array([4], dtype=np.int64))
