@@ -212,7 +212,7 @@ def bench_camera(verdicts: w.Verdicts, workload: w.Workload) -> None:
         if "batch_size" in name:
             continue  # the dataset's batches need no collate_fn: no PooledBatchCollator line
         workers = w.median(  # type: ignore[misc]
-            run_loader(lambda m=make: m(2, PooledBatchCollator()))[0]
+            run_loader(lambda m=make: m(2, PooledBatchCollator()), CAMERA_EPOCHS)[0]
             for _ in range(max(1, REPEATS // 2)))
         verdicts.line(f"{name}, num_workers=2, PooledBatchCollator", workers, "samples/s", rate,
                       target=0.9, how="limit: the 0-worker figure (worker start-up included)")
