@@ -168,3 +168,21 @@ def test_tensor_rows_with_rows() -> None:
     assert rows[1:].rows is not None and rows[1:].rows.tolist() == [0]
     with pytest.raises(IndexError, match=r"rows must lie in \[0, 4\)"):
         TensorRows(buffer, np.array([4], dtype=np.int64))
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_batches_cross_worker_processes_intact(cams: DatasetEntry) -> None:
+    """Batches that are views of a block's pooled buffer reach the main process whole through
+    DataLoader workers (the block's storage is shared once, its views travel as offsets)."""
+    want = {int(b["step"].reshape(-1)[i]): b["image"][i].clone()
+            for b in _make(cams, shuffle_strategy=NoShuffle(), batch_size=3, decode_threads=1)
+            for i in range(len(b["image"]))}
+    loader = DataLoader(_make(cams, shuffle_strategy=SampleShuffle(), batch_size=3,
+                              fetch_block_size=8, decode_threads=1),
+                        batch_size=None, num_workers=2)
+    got: dict[int, torch.Tensor] = {}
+    for batch in loader:
+        for i, step in enumerate(batch["step"].reshape(-1).tolist()):
+            got[int(step)] = batch["image"][i]
+    assert sorted(got) == sorted(want)
+    assert all(torch.equal(got[k], want[k]) for k in want)
