@@ -8,13 +8,17 @@ For a block (iterable) or batch (map) of global indices:
    with ``edge="pad"``), resolve it to the latest row at or before it (or at most
    ``FixedRateSampling.tolerance_s`` after it, when set) with ``numpy.searchsorted``
    on the segment's memory-mapped column (data plane; no DataFusion), and gather the rows each
-   segment needs into one Arrow column (a zero-copy slice when they are dense);
+   segment needs into one Arrow column (a zero-copy slice when they are dense; dense numeric
+   rows go straight from the numpy gather to ``NumericDecoder``'s stacked result);
 4. for decoders with a keyframe column (video): find each request's latest keyframe at or before
    its earliest output, and decode from that keyframe row to its last output row;
 5. decode every field once for the whole block (:class:`~rayform.decoders.FieldBatch` plus
    :class:`~rayform.decoders.RequestArrays`), fields concurrently and image requests split across
-   the decode threads;
-6. scatter the results back into per-sample dicts, in the input order.
+   the decode threads (writing into one block-ordered buffer,
+   :class:`~rayform.decoders._output_arena.OutputArena`);
+6. hold the results by field (:class:`~rayform.dataloader._block_columns.BlockColumns`, block
+   order), from which come per-sample dicts (:meth:`SamplePipeline.process`) or whole batches
+   (``RerunIterableDataset(batch_size=…)``).
 
 A sample value is ``None`` where the data is missing (no row at or before an output position, no
 prior keyframe, a null row). Data that is there but cannot be decoded is reported by its decoder
