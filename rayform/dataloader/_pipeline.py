@@ -56,6 +56,7 @@ from rayform.dataloader._decode_policy import (
     apply_decode_policy,
     check_decode_policy,
 )
+from rayform.dataloader._field_extent import FieldExtent, field_extent
 from rayform.dataloader._gather import dense_column, dense_values, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
@@ -87,25 +88,6 @@ class FieldPlan:
     @property
     def is_windowed(self) -> bool:
         return self.field.window is not None
-
-
-@dataclass(frozen=True, slots=True)
-class FieldExtent:
-    """What a field reads for each sample of a block, on the index alone (input order, ``[B]``).
-
-    Attributes:
-        missing: no row at or before an output position (or, for video, no prior keyframe).
-        lo: the first index value the decode reads: the earliest output position, or for video the
-            prior keyframe's index value.
-        hi: the last output position.
-        lag: the largest gap between an output position and the index value of the row served
-            there (0 for static columns and missing samples).
-    """
-
-    missing: npt.NDArray[np.bool_]
-    lo: npt.NDArray[np.int64]
-    hi: npt.NDArray[np.int64]
-    lag: npt.NDArray[np.int64]
 
 
 @dataclass(slots=True)
@@ -399,7 +381,7 @@ class SamplePipeline:
             starts_at_keyframe=plan.keyframe_path is not None,
             ns_dtype=self._sample_index.ns_dtype,
         )
-        extent = _extent(positions, runs, cols, rows_all, starts_all, ok, order) if extents \
+        extent = field_extent(positions, runs, cols, rows_all, starts_all, ok, order) if extents \
             else None
         return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing, extent=extent,
                         decoded=decoded)
@@ -544,31 +526,6 @@ def _complete(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
         return None
     complete: npt.NDArray[np.bool_] = rows.min(axis=1) >= 0
     return complete
-
-
-def _extent(positions: npt.NDArray[np.int64], runs: list[tuple[str, int, int]],
-            cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
-            keyframe_rows: npt.NDArray[np.int64] | None, ok: npt.NDArray[np.bool_],
-            order: npt.NDArray[np.int64]) -> FieldExtent:
-    """A field's :class:`FieldExtent` from its resolved rows (sorted order in, input order out)."""
-    lo = positions.min(axis=1)
-    lag = np.zeros(len(positions), dtype=np.int64)
-    for (_, a, b), col in zip(runs, cols, strict=True):
-        if col is None or col.is_static or not len(col.index):
-            continue
-        rows = rows_all[a:b]
-        served = col.index[np.maximum(rows, 0)]
-        lag[a:b] = np.where(rows >= 0, positions[a:b] - served, 0).max(axis=1)
-        if keyframe_rows is not None:
-            starts = np.minimum(keyframe_rows[a:b], len(col.index) - 1)
-            lo[a:b] = np.where(ok[a:b], col.index[starts], lo[a:b])
-    out_lo = np.empty_like(lo)
-    out_hi = np.empty_like(lo)
-    out_lag = np.empty_like(lag)
-    missing = np.empty(len(ok), dtype=np.bool_)
-    out_lo[order], out_hi[order], out_lag[order], missing[order] = \
-        lo, positions.max(axis=1), np.where(ok, lag, 0), ~ok
-    return FieldExtent(missing=missing, lo=out_lo, hi=out_hi, lag=out_lag)
 
 
 def _run_decode(job: FieldJob, requests: RequestArrays) -> Sequence[Any]:
