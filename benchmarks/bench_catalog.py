@@ -38,7 +38,7 @@ from rayform.catalog._snapshot import clear_cache
 from rayform.catalog._versions import latest_version_number, version_key
 from rayform.storage._store import object_key, sha256_file
 
-QUICK = os.environ.get("BENCH_QUICK") == "1"
+QUICK = w.QUICK
 NUM_SEGMENTS = 500 if QUICK else 10_000
 REGISTER_BATCH = 1_000
 STREAM_ROWS = 100_000 if QUICK else 1_000_000

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import statistics
 import sys
@@ -35,7 +34,7 @@ import workload as w
 
 from rayform.catalog import Catalog
 
-QUICK = os.environ.get("BENCH_QUICK") == "1"
+QUICK = w.QUICK
 MCAP_MESSAGES = 2_000 if QUICK else 40_000
 EPISODES = 3 if QUICK else 20
 FRAMES = 60 if QUICK else 300

@@ -31,7 +31,7 @@ import workload as w
 
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter, compute_statistics
 
-QUICK = os.environ.get("BENCH_QUICK") == "1"
+QUICK = w.QUICK
 NUM_EPISODES = 2 if QUICK else 8
 EPISODE_S = 2 if QUICK else 20
 REPEATS = 1 if QUICK else 3

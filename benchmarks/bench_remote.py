@@ -44,7 +44,7 @@ from rayform.catalog import pull_slice
 from rayform.catalog._pull import DEFAULT_WORKERS
 from rayform.storage._store import object_key
 
-QUICK = os.environ.get("BENCH_QUICK") == "1"
+QUICK = w.QUICK
 EPISODES = 3 if QUICK else 8
 FRAMES = 60 if QUICK else 450  # at 30 Hz
 IMAGE_SIZE = 64 if QUICK else 128

@@ -23,7 +23,7 @@ from datafusion import SessionContext, SQLOptions
 from datafusion.catalog import SchemaProvider, Table
 
 from rayform.catalog._handle import CatalogHandle
-from rayform.catalog._query_errors import QueryDataFrame, run_query, translate_errors
+from rayform.catalog._query_errors import QueryDataFrame, translate_errors
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
 
@@ -149,7 +149,4 @@ def read_only_options() -> SQLOptions:
     return SQLOptions().with_allow_ddl(False).with_allow_dml(False).with_allow_statements(False)
 
 
-
-
-__all__ = ["DatasetSchema", "QueryDataFrame", "QueryPlane", "read_only_options", "run_query",
-           "translate_errors"]
+__all__ = ["DatasetSchema", "QueryDataFrame", "QueryPlane", "read_only_options"]

@@ -14,13 +14,11 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FunctionType
-from typing import Any, TypeVar
+from typing import Any
 
 from datafusion import DataFrame
 
 from rayform.errors import QueryError, RayformError
-
-_T = TypeVar("_T")
 
 READ_ONLY_HINT = ("SQL over a rayform catalog is read-only: change datasets with register / "
                   "unregister (`rayform register`), or pass allow_statements=True (`rayform sql "
@@ -44,12 +42,6 @@ def translate_errors(what: str) -> Iterator[None]:
             raise QueryError(f"{what} is a {kind} statement ({refused[2]}); {READ_ONLY_HINT}"
                              ) from err
         raise QueryError(f"{what} failed: {err}") from err
-
-
-def run_query(fn: Callable[[], _T], what: str) -> _T:
-    """Run ``fn`` (e.g. a DataFrame collect) translating DataFusion errors."""
-    with translate_errors(what):
-        return fn()
 
 
 class QueryDataFrame(DataFrame):
@@ -94,4 +86,4 @@ for _name, _member in list(vars(DataFrame).items()):
         setattr(QueryDataFrame, _name, _checked(_name, _member))
 
 
-__all__ = ["READ_ONLY_HINT", "QueryDataFrame", "run_query", "translate_errors"]
+__all__ = ["READ_ONLY_HINT", "QueryDataFrame", "translate_errors"]

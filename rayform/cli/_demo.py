@@ -45,7 +45,6 @@ def next_steps(url: str, first_segment: str) -> str:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from rayform.catalog._query import run_query
     from rayform.demo import SUMMARY_SQL, DemoSpec, build_demo, existing_demo
 
     url = catalog_url(args)
@@ -63,7 +62,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         dataset = build_demo(url, spec, replace=args.replace, progress=sys.stderr.isatty())
     print(f"dataset {dataset.name!r}: {len(dataset.segment_ids())} episodes, "
           f"columns: {', '.join(dataset.schema().component_columns())}")
-    table = run_query(dataset.catalog.sql(SUMMARY_SQL).to_arrow_table, "demo summary")
+    table = dataset.catalog.sql(SUMMARY_SQL).to_arrow_table()
     print_table(table, OutputFormat())
     print("\nthe SQL behind this summary:")
     print(textwrap.indent(textwrap.dedent(SUMMARY_SQL).strip(), "  "))

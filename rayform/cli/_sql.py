@@ -28,14 +28,13 @@ def case_hint(query: str, dataset_names: list[str]) -> str | None:
 
 def cmd_sql(args: argparse.Namespace) -> int:
     from rayform.catalog import Catalog
-    from rayform.catalog._query import run_query
     from rayform.errors import QueryError
 
     cat = Catalog.open(catalog_url(args))
     try:
         df = cat.sql(args.query, param_values=parse_params(args.param),
                      allow_statements=args.allow_statements)
-        table = run_query(df.to_arrow_table, f"SQL query {args.query!r}")
+        table = df.to_arrow_table()
     except QueryError as err:
         hint = case_hint(args.query, cat.dataset_names())
         if hint is None:

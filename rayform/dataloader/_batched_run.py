@@ -61,6 +61,7 @@ def batched_run(blocks: Sequence[npt.NDArray[np.int64]], produced: Iterator[Bloc
         if not filled and collate_fn is None:  # the fast path: dense blocks only
             stop = min(cursor + batch_size, n)
             parts: list[dict[str, torch.Tensor]] = []
+            used: list[tuple[int, int]] = []  # (block, samples taken from it)
             at = cursor
             while at < stop:
                 end = min(int(block_end[at]), stop)
@@ -76,13 +77,15 @@ def batched_run(blocks: Sequence[npt.NDArray[np.int64]], produced: Iterator[Bloc
                     parts.append(columns.slice(first, first + end - at))
                 else:
                     parts.append(columns.select(todo_local_t[at:end]))
+                used.append((bid, end - at))
                 at = end
             if at == stop:
                 screen.admit_complete(stop - cursor)
-                np.subtract.at(remaining, todo_block[cursor:stop], 1)
-                for bid in np.unique(todo_block[cursor:stop]).tolist():
+                for bid, count in used:
+                    remaining[bid] -= count
+                for bid, _ in used:
                     if not remaining[bid]:
-                        del decoded[bid]
+                        decoded.pop(bid, None)
                 cursor = stop
                 consumed(cursor)
                 yield parts[0] if len(parts) == 1 else {

@@ -356,21 +356,19 @@ class SamplePipeline:
                     and isinstance(plan.field.decode, NumericDecoder):
                 decoded = plan.field.decode.decode_dense(
                     dense_values(dense, keep, n, width), windowed=plan.is_windowed)
-            if decoded is not None:
-                column = pa.nulls(0, plan.column_type)
-                out_rows = np.zeros((len(keep), width), dtype=np.int64)
-            elif dense and dense_type is not None:
-                column = dense_column(dense, dense_type, keep, n, width)
-                out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
-            else:
-                column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
-                    plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
-                out_rows = all_rows[keep]
-                dec_start = None if dec_all_start is None else dec_all_start[keep]
-                dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
-            batch = FieldBatch(column=column, select=plan.field.select,
-                               is_windowed=plan.is_windowed, open_segment=self.open_segment,
-                               path=path, on_failure=failures.listener(plan.key, path))
+            if decoded is None:  # the decoder reads the rows from one Arrow column
+                if dense and dense_type is not None:
+                    column = dense_column(dense, dense_type, keep, n, width)
+                    out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
+                else:
+                    column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
+                        plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
+                    out_rows = all_rows[keep]
+                    dec_start = None if dec_all_start is None else dec_all_start[keep]
+                    dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
+                batch = FieldBatch(column=column, select=plan.field.select,
+                                   is_windowed=plan.is_windowed, open_segment=self.open_segment,
+                                   path=path, on_failure=failures.listener(plan.key, path))
         requests = RequestArrays(
             sample_positions=order[keep],
             segment_ids=CodedIds(sorted_ids.codes[keep], sorted_ids.names),
@@ -451,6 +449,9 @@ class SamplePipeline:
         log.failures.clear()
         for job in block.jobs:
             parts[job.plan.key] = []
+            if job.decoded is not None:  # decoded as it was gathered (dense numeric rows)
+                parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
+                continue
             if not len(job.requests) or job.batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
@@ -458,9 +459,7 @@ class SamplePipeline:
                 # One output buffer for the field's block, in block order, shared by its tasks.
                 job = replace(job, batch=replace(
                     job.batch, output_arena=OutputArena(n, job.requests.sample_positions)))
-            if job.decoded is not None:
-                parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
-            elif concurrency == "inline" or threads <= 1:
+            if concurrency == "inline" or threads <= 1:
                 parts[job.plan.key].append((job.requests.sample_positions,
                                             _run_decode(job, job.requests)))
             elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:

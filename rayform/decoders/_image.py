@@ -141,9 +141,7 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                     failures[row] = f"batch row {row}: the image bytes cannot be decoded"
                 continue
             source = first[row]
-            if source is None:
-                complete[i] = False
-            else:
+            if source is not None:  # (a missing row marks the request incomplete below)
                 np.copyto(slot, source)
         for row in request_rows:
             if first[row] is None:

@@ -30,14 +30,13 @@ class OutputArena:
         sample_positions: ``int64[N]`` the field's requests' block positions (each once).
     """
 
-    __slots__ = ("_buffer", "_known", "_lock", "_row_shape", "_size")
+    __slots__ = ("_buffer", "_known", "_lock", "_size")
 
     def __init__(self, size: int, sample_positions: npt.NDArray[np.int64]) -> None:
         self._size = size
         self._known = np.zeros(size, dtype=np.bool_)
         self._known[sample_positions] = True
         self._lock = threading.Lock()
-        self._row_shape: tuple[int, ...] | None = None
         self._buffer: torch.Tensor | None = None
 
     def __len__(self) -> int:
@@ -63,7 +62,6 @@ class OutputArena:
                 row_bytes = math.prod(row_shape)
                 self._buffer = torch.from_numpy(FRAME_POOL.take(self._size * row_bytes)
                                                 .reshape(self._size, *row_shape))
-                self._row_shape = row_shape
-            elif self._row_shape != row_shape:
+            elif tuple(self._buffer.shape[1:]) != row_shape:
                 return None
             return self._buffer, sample_positions

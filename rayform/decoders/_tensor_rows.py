@@ -71,7 +71,3 @@ class TensorRows(Sequence[torch.Tensor]):
     def __repr__(self) -> str:
         return f"TensorRows({len(self)} x {tuple(self.tensor.shape[1:])}, {self.tensor.dtype})"
 
-
-def as_tensor_rows(results: Sequence[object]) -> TensorRows | None:
-    """``results`` as :class:`TensorRows` when a decoder returned them so, else ``None``."""
-    return results if isinstance(results, TensorRows) else None

@@ -104,12 +104,16 @@ class ThreadPool:
                 self._executor = None
                 self._pid = pid
             if self._executor is None and self._wants_executor():
-                workers = self._threads - 1 if self._helpers else self._threads
+                workers = self._workers()
                 self._executor = ThreadPoolExecutor(workers, thread_name_prefix=self._name)
         return self._executor
 
+    def _workers(self) -> int:
+        """Pool threads: all of :attr:`threads`, or all but the caller's when it helps."""
+        return self._threads - 1 if self._helpers else self._threads
+
     def _wants_executor(self) -> bool:
-        workers = self._threads - 1 if self._helpers else self._threads
+        workers = self._workers()
         return workers >= 1 and (self._threads > 1 or self._background)
 
     def submit(self, fn: Callable[..., _T], *args: Any) -> Future[_T]:
@@ -176,7 +180,7 @@ class ThreadPool:
                     errors.append(err)
                     queue.clear()
 
-        workers = self._threads - 1 if self._helpers else self._threads
+        workers = self._workers()
         helpers = [executor.submit(take_jobs) for _ in range(min(workers, len(jobs) - 1))]
         take_jobs()
         for helper in helpers:

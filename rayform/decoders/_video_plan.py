@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rayform.decoders._base import DecodeRequest
-from rayform.decoders._requests import RequestArrays
+from rayform.decoders._requests import CodedIds, RequestArrays
 from rayform.media._video_asset import AssetPackets
 
 # A frame a request wants: a batch row (packet streams) or (asset key, presentation index).
@@ -146,9 +146,13 @@ def _plan_packet_arrays(requests: RequestArrays, latest: npt.NDArray[np.int64]
                       outputs.min(axis=1))
     rows = latest[outputs]
     ok = rows.min(axis=1) >= starts
-    codes: dict[str, int] = {}
-    segment = np.fromiter((codes.setdefault(s, len(codes)) for s in requests.segment_ids),
-                          dtype=np.int64, count=len(outputs))
+    ids = requests.segment_ids
+    if isinstance(ids, CodedIds):  # the pipeline's: one code per segment already
+        segment = ids.codes
+    else:
+        codes: dict[str, int] = {}
+        segment = np.fromiter((codes.setdefault(s, len(codes)) for s in ids),
+                              dtype=np.int64, count=len(outputs))
     chosen = np.flatnonzero(ok)
     order = chosen[np.lexsort((starts[chosen], segment[chosen]))]
     edges = np.flatnonzero((np.diff(starts[order]) != 0) | (np.diff(segment[order]) != 0)) + 1

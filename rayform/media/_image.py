@@ -19,7 +19,7 @@ from numpy.lib.stride_tricks import as_strided
 
 _JPEG_MAGIC = b"\xff\xd8"
 _LITTLE_ENDIAN = sys.byteorder == "little"
-_WORD_BYTES = 4  # spare bytes after an RGBX buffer (see _split_rgbx)
+_WORD_BYTES = 4  # spare bytes after an RGBX buffer (see _rgbx_words)
 _INSTALL_HINT = "ImageDecoder needs simplejpeg or Pillow: pip install 'rayform[image]'"
 
 # The codec libraries are imported on first decode, not when ``rayform`` is imported (the

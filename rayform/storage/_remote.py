@@ -214,16 +214,10 @@ class RemoteStore(Store):
             return cached
         if self.is_offline():
             raise self._offline(f"object {digest}")
-        key = object_key(digest)
-
-        def fetch() -> Path:
-            return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
-                                    retry=self.retry, what=f"download {self.url}/{key}")
-
         try:
-            return fetch()
+            return self._download(digest)
         except CacheError:  # the cache folder was removed mid-download: once more
-            return fetch()
+            return self._download(digest)
 
     def prefetch(self, digests: Iterable[str]) -> None:
         """Start downloading ``digests`` into the cache in the background (see
@@ -231,12 +225,12 @@ class RemoteStore(Store):
         if self.is_offline():
             return
         if self._prefetcher is None:
-            self._prefetcher = ObjectPrefetcher(self._fetch_quietly,
+            self._prefetcher = ObjectPrefetcher(self._download,
                                                lambda d: self.cache.path_of(d).exists())
         self._prefetcher.announce(digests)
 
-    def _fetch_quietly(self, digest: str) -> Path:
-        """One prefetch: the same verified download as :meth:`object_path`, unclaimed."""
+    def _download(self, digest: str) -> Path:
+        """One verified download into the cache (for :meth:`object_path` and read-ahead)."""
         key = object_key(digest)
         return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
                                 retry=self.retry, what=f"download {self.url}/{key}")
