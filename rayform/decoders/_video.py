@@ -22,15 +22,18 @@ from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, Final, Literal
 
+import numpy as np
+
 from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
+from rayform.decoders._tensor_rows import TensorRows
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.decoders._video_output import (
-    Captured,
     CopyOutputs,
     FrameSlab,
     ViewOutputs,
     frame_sort_key,
+    slab_bank,
 )
 from rayform.decoders._video_plan import (
     FrameKey,
@@ -271,7 +274,7 @@ class VideoFrameDecoder(ColumnDecoder):
         if is_packet_column(column.type):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
-            slab = self._slab(keys)
+            slab = self._slab(keys, batch)
             self._run_all(schedule_runs(packet_runs, parts=self._jobs()),
                           partial(self._runs.packet_run, packets=packets, slab=slab), failures)
         elif is_timestamp_column(column.type):
@@ -283,7 +286,7 @@ class VideoFrameDecoder(ColumnDecoder):
                 return assets[segment_id]
 
             asset_runs, keys = plan_asset_runs(requests, first_timestamps(column), asset_of)
-            slab = self._slab(keys)
+            slab = self._slab(keys, batch)
             self._run_all(schedule_runs(asset_runs, parts=self._jobs()),
                           partial(self._runs.asset_run, slab=slab), failures)
         else:
@@ -292,8 +295,9 @@ class VideoFrameDecoder(ColumnDecoder):
                 f"'...:VideoFrameReference:timestamp' (List<Int64>) columns, got "
                 f"{column.type} for {batch.path or 'this field'!r}"
             )
-        captured = slab.captured
-        results = self._assemble(requests, keys, captured, failures, batch)
+        results = self._as_rows(keys, slab, is_windowed=batch.is_windowed)
+        if results is None:
+            results = self._assemble(requests, keys, slab, failures, batch)
         if batch.on_failure is None:  # used on its own: warn; in a dataset: its policy decides
             for kind, message in failures:
                 self._warn(kind, message)
@@ -304,11 +308,21 @@ class VideoFrameDecoder(ColumnDecoder):
         threads = self._pool.threads
         return 1 if threads <= 1 else JOBS_PER_THREAD * threads
 
-    def _slab(self, keys: list[list[FrameKey] | Unresolved]) -> FrameSlab:
-        """A slot per wanted frame, in key order (so that the view bank can be the slab)."""
+    def _slab(self, keys: list[list[FrameKey] | Unresolved], batch: FieldBatch) -> FrameSlab:
+        """The call's frame slots: one per request (its frame, in request order) when the
+        results can be rows of the slab (:meth:`_as_rows`), else one per wanted frame in key
+        order (so that the view bank can be the slab)."""
+        if self._per_request(keys, is_windowed=batch.is_windowed):
+            return FrameSlab([k[-1] for k in keys if not isinstance(k, Unresolved)],
+                             output_format=self.output_format)
         wanted = {key for frame_keys in keys if not isinstance(frame_keys, Unresolved)
                   for key in frame_keys}
         return FrameSlab(sorted(wanted, key=frame_sort_key), output_format=self.output_format)
+
+    def _per_request(self, keys: list[list[FrameKey] | Unresolved], *, is_windowed: bool) -> bool:
+        """Single RGB frames that every sample owns (``"copy"``), all resolved: a slot each."""
+        return (not is_windowed and self.output_format == "rgb" and self.window_storage == "copy"
+                and not any(isinstance(k, Unresolved) for k in keys))
 
     def _run_all(self, jobs: list[list[Run]], decode_run: Callable[[Run], bool],
                  failures: list[tuple[str, str]]) -> None:
@@ -370,11 +384,35 @@ class VideoFrameDecoder(ColumnDecoder):
             return None
 
     # ------------------------------------------------------------------------------- output
+    def _as_rows(self, keys: list[list[FrameKey] | Unresolved], slab: FrameSlab, *,
+                 is_windowed: bool) -> TensorRows | None:
+        """The results as rows of the slab's ``[K, 3, H, W]`` bank, with no per-sample objects
+        (a batching dataset cuts batches straight out of it): single RGB frames, every request
+        decoded into its slots. ``None`` otherwise.
+
+        With ``"copy"`` the slab has a slot per request (a frame shown twice is in two slots), so
+        request ``i`` is row ``i``; with ``"view"`` requests showing one frame share its row."""
+        if is_windowed or self.output_format != "rgb":
+            return None
+        slots = slab.slots()
+        if slots is None:
+            return None
+        banks, slot_of = slots
+        captured = slab.captured
+        if any(isinstance(k, Unresolved) or k[-1] not in captured for k in keys):
+            return None
+        bank = slab_bank(banks, next(iter(captured.values())))
+        if self._per_request(keys, is_windowed=is_windowed):
+            return TensorRows(bank)
+        return TensorRows(bank, np.fromiter((slot_of[k[-1]] for k in keys  # type: ignore[index]
+                                             ), dtype=np.int64, count=len(keys)))
+
     def _assemble(self, requests: Sequence[DecodeRequest],
-                  keys: list[list[FrameKey] | Unresolved], captured: dict[FrameKey, Captured],
+                  keys: list[list[FrameKey] | Unresolved], slab: FrameSlab,
                   failures: list[tuple[str, str]], batch: FieldBatch) -> list[Any]:
         is_windowed = batch.is_windowed
-        outputs = (ViewOutputs(captured) if self.window_storage == "view"
+        captured = slab.captured
+        outputs = (ViewOutputs(captured, slots=slab.slots()) if self.window_storage == "view"
                    else CopyOutputs(captured))
         results: list[Any] = []
         # Requests are built only for messages: a RequestArrays makes one per index.

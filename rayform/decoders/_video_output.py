@@ -33,26 +33,38 @@ class FrameSlab:
     threads capture different frames concurrently.
 
     Args:
-        keys: every frame the call wants (duplicates are ignored); one slot each.
+        keys: the frame of each slot, in slot order; a frame given several times is converted
+            once into its first slot and copied into the others.
         output_format: ``"rgb"`` (slots ``[H, W, 3]``) or ``"yuv420p"`` (``y [1, H, W]`` and
             ``uv [2, ceil(H/2), ceil(W/2)]``).
     """
 
     def __init__(self, keys: Iterable[FrameKey], *, output_format: str) -> None:
-        self._slot = {key: i for i, key in enumerate(dict.fromkeys(keys))}
+        self._slot: dict[FrameKey, int] = {}
+        self._copies: dict[FrameKey, list[int]] = {}  # a repeated frame's further slots
+        self._count = 0
+        for i, key in enumerate(keys):
+            if key in self._slot:
+                self._copies.setdefault(key, []).append(i)
+            else:
+                self._slot[key] = i
+            self._count = i + 1
         self._rgb = output_format == "rgb"
         self._lock = threading.Lock()
         self._size: tuple[int, int] | None = None  # (height, width) of the slots
         self._banks: tuple[npt.NDArray[np.uint8], ...] = ()
+        self._outside = False  # a frame was captured into memory of its own
         self.captured: dict[FrameKey, Captured] = {}
 
     def __len__(self) -> int:
-        return len(self._slot)
+        return self._count
 
     def capture(self, key: FrameKey, frame: Any, reformatter: Any) -> None:
         """Convert a decoded ``av.VideoFrame`` into ``key``'s slot (``captured[key]``)."""
         slot = self._slot.get(key)
         banks = () if slot is None else self._banks_for(frame.height, frame.width)
+        if not banks:
+            self._outside = True
         if self._rgb:
             rgb = frame_to_rgb(frame, reformatter)
             if banks:
@@ -60,9 +72,22 @@ class FrameSlab:
                 np.copyto(out, rgb)
                 rgb = out
             self.captured[key] = rgb
-            return
-        planes = (banks[0][slot], banks[1][slot]) if banks else None
-        self.captured[key] = frame_to_yuv(frame, reformatter, out=planes)
+        else:
+            planes = (banks[0][slot], banks[1][slot]) if banks else None
+            self.captured[key] = frame_to_yuv(frame, reformatter, out=planes)
+        if banks:
+            for other in self._copies.get(key, ()):
+                for bank in banks:
+                    bank[other] = bank[slot]
+
+    def slots(self) -> tuple[tuple[npt.NDArray[np.uint8], ...], dict[FrameKey, int]] | None:
+        """The slot banks (``[K, H, W, 3]``, or ``y [K, 1, H, W]`` and ``uv [K, 2, H/2, W/2]``)
+        and each key's (first) slot, when every captured frame lies in its slots; ``None``
+        otherwise (a frame of another size, or nothing captured). Slots of frames not captured
+        hold garbage."""
+        if self._outside or not self._banks:
+            return None
+        return self._banks, self._slot
 
     def _banks_for(self, height: int, width: int) -> tuple[npt.NDArray[np.uint8], ...]:
         """The slot banks for frames of this size; empty if the slots have another size."""
@@ -73,7 +98,7 @@ class FrameSlab:
         return self._banks if self._size == (height, width) else ()
 
     def _take_banks(self, height: int, width: int) -> tuple[npt.NDArray[np.uint8], ...]:
-        n = len(self._slot)
+        n = self._count
         shapes = [(height, width, 3)] if self._rgb else list(yuv_shapes(height, width))
         sizes = [int(np.prod(shape)) for shape in shapes]
         flat = FRAME_POOL.take(n * sum(sizes))
@@ -137,18 +162,31 @@ class CopyOutputs:
 
 
 class ViewOutputs:
-    """``window_storage="view"``: the call's frames stacked once per size, samples are views.
+    """``window_storage="view"``: the call's frames in one bank per size, samples are views.
 
-    A window whose frames are evenly spaced in the bank is a strided view; other windows (a
-    repeated frame, uneven spacing) are gathered into new memory.
+    The bank is the call's :class:`FrameSlab` itself when every frame lies in its slot (no copy);
+    otherwise the frames are stacked once per size. A window whose frames are evenly spaced in
+    the bank is a strided view; other windows (a repeated frame, uneven spacing) are gathered
+    into new memory.
+
+    Args:
+        captured: the call's frames.
+        slots: :meth:`FrameSlab.slots` of the slab holding them, if it has them all.
     """
 
-    def __init__(self, captured: dict[FrameKey, Captured]) -> None:
+    def __init__(self, captured: dict[FrameKey, Captured], *,
+                 slots: tuple[tuple[npt.NDArray[np.uint8], ...], dict[FrameKey, int]] | None = None
+                 ) -> None:
         self._slot: dict[FrameKey, tuple[tuple[int, ...], int]] = {}
+        self._banks: dict[tuple[int, ...], Any] = {}
+        if slots is not None and captured:
+            banks, slot_of = slots
+            self._banks[()] = slab_bank(banks, next(iter(captured.values())))
+            self._slot = {key: ((), slot_of[key]) for key in captured}
+            return
         by_shape: dict[tuple[int, ...], list[FrameKey]] = {}
         for key in sorted(captured, key=frame_sort_key):
             by_shape.setdefault(captured[key].shape, []).append(key)
-        self._banks: dict[tuple[int, ...], Any] = {}
         for shape, keys in by_shape.items():
             for i, key in enumerate(keys):
                 self._slot[key] = (shape, i)
@@ -164,6 +202,16 @@ class ViewOutputs:
             step = steps.pop() if steps else 1
             return _index(bank, slice(slots[0], slots[-1] + 1, step))
         return _index(bank, torch.as_tensor(slots))
+
+
+def slab_bank(banks: tuple[npt.NDArray[np.uint8], ...], like: Captured) -> Any:
+    """A slab's slot banks as one value: uint8 ``[K, 3, H, W]`` (a channels-first view of the
+    ``[K, H, W, 3]`` bank) or a stacked :class:`Yuv420Frame` with ``like``'s colour metadata."""
+    if isinstance(like, YuvPlanes):
+        return Yuv420Frame(y=torch.from_numpy(banks[0]), uv=torch.from_numpy(banks[1]),
+                           color_space=like.color_space,  # type: ignore[arg-type]
+                           color_range=like.color_range)  # type: ignore[arg-type]
+    return torch.from_numpy(banks[0]).permute(0, 3, 1, 2)
 
 
 def _index(bank: Any, where: Any) -> Any:

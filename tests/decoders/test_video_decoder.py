@@ -19,7 +19,7 @@ from video_fixtures import (
     synthetic_frames,
 )
 
-from rayform.decoders import FieldBatch, VideoFrameDecoder
+from rayform.decoders import FieldBatch, TensorRows, VideoFrameDecoder
 from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._video import JOBS_PER_THREAD
 from rayform.decoders._video_plan import plan_packet_runs, schedule_runs
@@ -171,9 +171,37 @@ def test_windows_stack_frames_and_never_share_memory() -> None:
 
 
 def test_duplicate_unwindowed_samples_get_their_own_memory() -> None:
-    out = decode_targets(VideoFrameDecoder(), "h264", 8, [4, 4, 4])
-    ptrs = {t.untyped_storage().data_ptr() for t in out if t is not None}
-    assert len(ptrs) == 3
+    _, _, reference = stream("h264", 8)
+    out = decode_targets(VideoFrameDecoder(), "h264", 8, [4, 4, 9, 4])
+    assert len({t.data_ptr() for t in out if t is not None}) == 4, "a slot per sample"
+    out[0].fill_(0)  # writing one sample leaves the others showing the same frame intact
+    for target, tensor in zip([4, 9, 4], out[1:], strict=True):
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+
+
+def test_single_rgb_frames_are_rows_of_one_tensor_in_request_order() -> None:
+    """All decoded (a frame shown twice included): TensorRows whose row i is request i, so a
+    batching dataset hands out consecutive samples as a view; one unresolved: a plain list."""
+    packets, is_keyframe, reference = stream("h264", 8)
+    targets = [30, 3, 3, 17]
+    out = decode_targets(VideoFrameDecoder(), "h264", 8, targets)
+    assert isinstance(out, TensorRows) and out.rows is None
+    assert out.tensor.shape == (4, 3, 48, 64)
+    for target, row in zip(targets, out.tensor, strict=True):
+        np.testing.assert_array_equal(hwc(row), reference[target])
+    view = VideoFrameDecoder(window_storage="view").decode(
+        packet_batch(packets), [request(i, [t], is_keyframe) for i, t in enumerate(targets)])
+    assert isinstance(view, TensorRows) and view.rows is not None
+    assert view.tensor.shape[0] == 3 and view.rows[1] == view.rows[2], "one row per frame"
+    for target, tensor in zip(targets, view, strict=True):
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+    rows: list[bytes | None] = [None, *packets]  # row 0 holds no frame
+    flags = np.concatenate([[True], is_keyframe])
+    with pytest.warns(RuntimeWarning, match="no decodable frame"):
+        partial = VideoFrameDecoder().decode(packet_batch(rows),
+                                             [request(0, [13], flags), request(1, [0], flags)])
+    assert not isinstance(partial, TensorRows) and partial[1] is None
+    np.testing.assert_array_equal(hwc(partial[0]), reference[12])
 
 
 def test_frames_of_a_call_fill_one_pooled_buffer_reused_once_dropped() -> None:
