@@ -162,8 +162,9 @@ class RerunIterableDataset(IterableDataset[Sample]):
         self._batch_size = batch_size
         self._collate_fn = collate_fn
         shuffled = manifest is None and not isinstance(shuffle_strategy, NoShuffle)
-        self._prefetch = ThreadPool(fetch_threads(fields, shuffled_blocks=shuffled),
-                                    name="rayform-fetch", background=True)
+        blocks_at_once = fetch_threads(fields, shuffled_blocks=shuffled)
+        self._prefetch = ThreadPool(blocks_at_once, name="rayform-fetch", background=True)
+        self._pipeline.concurrent_blocks = blocks_at_once
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,

@@ -144,6 +144,7 @@ class SamplePipeline:
         self._edge = edge
         self._sample_metadata = sample_metadata
         self._decode_errors: DecodeErrorPolicy = "raise"
+        self._concurrent_blocks = 1
         self._warned: set[str] = set()
         temporal = sample_index.ns_dtype is not None
         schema = view.schema()
@@ -185,7 +186,7 @@ class SamplePipeline:
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in (
             "_view", "_index", "_sample_index", "_edge", "_sample_metadata", "_plans", "_pool",
-            "_decode_errors")}
+            "_decode_errors", "_concurrent_blocks")}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -217,6 +218,19 @@ class SamplePipeline:
     @decode_errors.setter
     def decode_errors(self, policy: DecodeErrorPolicy) -> None:
         self._decode_errors = check_decode_policy(policy)
+
+    @property
+    def concurrent_blocks(self) -> int:
+        """Blocks the caller decodes at once (its prefetch threads); whole-field decoders
+        (video) are told to use their share of the decode threads per block
+        (:attr:`FieldBatch.decode_threads`), so that the blocks do not oversubscribe the CPUs."""
+        return self._concurrent_blocks
+
+    @concurrent_blocks.setter
+    def concurrent_blocks(self, blocks: int) -> None:
+        if not isinstance(blocks, int) or blocks < 1:
+            raise ConfigError(f"concurrent_blocks must be an integer >= 1, got {blocks!r}")
+        self._concurrent_blocks = blocks
 
     def open_segment(self, segment_id: str) -> SegmentData:
         """The data-plane handle of a segment (handed to decoders through ``FieldBatch``)."""
@@ -455,6 +469,9 @@ class SamplePipeline:
             if not len(job.requests) or job.batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
+            if concurrency == "field" and self._concurrent_blocks > 1:
+                job = replace(job, batch=replace(
+                    job.batch, decode_threads=max(1, threads // self._concurrent_blocks)))
             if concurrency == "requests":
                 # One output buffer for the field's block, in block order, shared by its tasks.
                 job = replace(job, batch=replace(

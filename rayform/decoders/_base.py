@@ -96,6 +96,9 @@ class FieldBatch:
         output_arena: set by the pipeline when it splits the field's requests across decode
             threads: one buffer for the whole block's results, each task writing its rows
             (:class:`~rayform.decoders._output_arena.OutputArena`); decoders may ignore it.
+        decode_threads: set by the pipeline when it decodes several blocks at once: the most
+            threads this call should use (its share of the process's); ``None``: the decoder's
+            own setting.
     """
 
     column: pa.Array
@@ -105,6 +108,7 @@ class FieldBatch:
     path: str | None = None
     on_failure: Callable[[DecodeRequest, str], None] | None = None
     output_arena: OutputArena | None = None
+    decode_threads: int | None = None
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):

@@ -255,12 +255,13 @@ class VideoFrameDecoder(ColumnDecoder):
             )
 
     # ------------------------------------------------------------------------------ decoding
-    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> list[Any]:
+    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> Sequence[Any]:
         """Decode the frames of every request; ``None`` where a sample's frames are missing.
 
         Returns:
             One value per request, in order: uint8 ``[3, H, W]`` / ``[T, 3, H, W]`` tensors, or
-            :class:`Yuv420Frame` with ``output_format="yuv420p"``.
+            :class:`Yuv420Frame` with ``output_format="yuv420p"``. Single RGB frames that all
+            decoded come as a :class:`TensorRows` (rows of the call's frame buffer).
         """
         if not requests:
             return []
@@ -275,7 +276,7 @@ class VideoFrameDecoder(ColumnDecoder):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
             slab = self._slab(keys, batch)
-            self._run_all(schedule_runs(packet_runs, parts=self._jobs()),
+            self._run_all(schedule_runs(packet_runs, parts=self._jobs(batch)),
                           partial(self._runs.packet_run, packets=packets, slab=slab), failures)
         elif is_timestamp_column(column.type):
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
@@ -287,7 +288,7 @@ class VideoFrameDecoder(ColumnDecoder):
 
             asset_runs, keys = plan_asset_runs(requests, first_timestamps(column), asset_of)
             slab = self._slab(keys, batch)
-            self._run_all(schedule_runs(asset_runs, parts=self._jobs()),
+            self._run_all(schedule_runs(asset_runs, parts=self._jobs(batch)),
                           partial(self._runs.asset_run, slab=slab), failures)
         else:
             raise ConfigError(
@@ -295,17 +296,20 @@ class VideoFrameDecoder(ColumnDecoder):
                 f"'...:VideoFrameReference:timestamp' (List<Int64>) columns, got "
                 f"{column.type} for {batch.path or 'this field'!r}"
             )
-        results = self._as_rows(keys, slab, is_windowed=batch.is_windowed)
-        if results is None:
-            results = self._assemble(requests, keys, slab, failures, batch)
+        rows = self._as_rows(keys, slab, is_windowed=batch.is_windowed)
+        results = self._assemble(requests, keys, slab, failures, batch) if rows is None else rows
         if batch.on_failure is None:  # used on its own: warn; in a dataset: its policy decides
             for kind, message in failures:
                 self._warn(kind, message)
         return results
 
-    def _jobs(self) -> int:
-        """Decode jobs per call: a few per thread, taken from one queue (load balancing)."""
+    def _jobs(self, batch: FieldBatch) -> int:
+        """Decode jobs per call: a few per thread, taken from one queue (load balancing); one
+        (a single decoder carrying on through the block's GOPs) when the call's share of the
+        threads (:attr:`FieldBatch.decode_threads`) is one."""
         threads = self._pool.threads
+        if batch.decode_threads is not None:
+            threads = min(threads, batch.decode_threads)
         return 1 if threads <= 1 else JOBS_PER_THREAD * threads
 
     def _slab(self, keys: list[list[FrameKey] | Unresolved], batch: FieldBatch) -> FrameSlab:

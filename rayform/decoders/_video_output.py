@@ -20,6 +20,7 @@ import torch
 from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._video_plan import FrameKey
 from rayform.decoders._yuv import Yuv420Frame
+from rayform.media._rgb_scaler import RgbScaler
 from rayform.media._video_frames import YuvPlanes, frame_to_rgb, frame_to_yuv, yuv_shapes
 
 Captured = npt.NDArray[np.uint8] | YuvPlanes
@@ -59,19 +60,23 @@ class FrameSlab:
     def __len__(self) -> int:
         return self._count
 
-    def capture(self, key: FrameKey, frame: Any, reformatter: Any) -> None:
-        """Convert a decoded ``av.VideoFrame`` into ``key``'s slot (``captured[key]``)."""
+    def capture(self, key: FrameKey, frame: Any, reformatter: Any, *,
+                scaler: RgbScaler | None = None) -> None:
+        """Convert a decoded ``av.VideoFrame`` into ``key``'s slot (``captured[key]``): RGB
+        straight into the slot with ``scaler`` where it covers the frame, else with
+        ``reformatter`` (PyAV) and a copy."""
         slot = self._slot.get(key)
         banks = () if slot is None else self._banks_for(frame.height, frame.width)
         if not banks:
             self._outside = True
         if self._rgb:
-            rgb = frame_to_rgb(frame, reformatter)
             if banks:
                 out = banks[0][slot]
-                np.copyto(out, rgb)
-                rgb = out
-            self.captured[key] = rgb
+                if scaler is None or not scaler.convert(frame, out):
+                    np.copyto(out, frame_to_rgb(frame, reformatter))
+                self.captured[key] = out
+            else:
+                self.captured[key] = frame_to_rgb(frame, reformatter)
         else:
             planes = (banks[0][slot], banks[1][slot]) if banks else None
             self.captured[key] = frame_to_yuv(frame, reformatter, out=planes)
@@ -91,10 +96,11 @@ class FrameSlab:
 
     def _banks_for(self, height: int, width: int) -> tuple[npt.NDArray[np.uint8], ...]:
         """The slot banks for frames of this size; empty if the slots have another size."""
-        with self._lock:
-            if self._size is None:
-                self._size = (height, width)
-                self._banks = self._take_banks(height, width)
+        if self._size is None:
+            with self._lock:
+                if self._size is None:
+                    self._banks = self._take_banks(height, width)
+                    self._size = (height, width)  # after the banks: read without the lock
         return self._banks if self._size == (height, width) else ()
 
     def _take_banks(self, height: int, width: int) -> tuple[npt.NDArray[np.uint8], ...]:

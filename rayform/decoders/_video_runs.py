@@ -7,10 +7,14 @@ start of the run (the previous block stopped mid-GOP), the run continues it inst
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from rayform.decoders._video_output import FrameSlab
 from rayform.decoders._video_plan import AssetRun, FrameKey, PacketRun
+from rayform.media._rgb_scaler import RgbScaler
 from rayform.media._video_bitstream import detect_gop_start
 from rayform.media._video_codec import open_decoder, require_av
 from rayform.media._video_frames import PacketColumn
@@ -43,13 +47,17 @@ class RunDecoder:
         self.thread_count = thread_count
         self.output_format = output_format
         self.sessions = SessionCache(max_sessions)
+        self._local = threading.local()  # an RgbScaler per decode thread
 
-    @staticmethod
-    def capture(slab: FrameSlab, key: FrameKey, frame: Any, session: DecoderSession) -> None:
-        """Convert a decoded frame into ``slab`` (with the session's reusable reformatter)."""
+    def _capturer(self, slab: FrameSlab, session: DecoderSession) -> Callable[[FrameKey, Any], None]:
+        """``capture(key, frame)``: convert a decoded frame into ``slab`` (with the thread's
+        scaler, or the session's reusable reformatter for what the scaler does not cover)."""
         if session.reformatter is None:
             session.reformatter = require_av().video.reformatter.VideoReformatter()
-        slab.capture(key, frame, session.reformatter)
+        scaler = getattr(self._local, "scaler", None)
+        if scaler is None:
+            scaler = self._local.scaler = RgbScaler()
+        return partial(slab.capture, reformatter=session.reformatter, scaler=scaler)
 
     # ------------------------------------------------------------------------ packet streams
     def packet_run(self, run: PacketRun, *, packets: PacketColumn, slab: FrameSlab) -> bool:
@@ -79,8 +87,10 @@ class RunDecoder:
             session = DecoderSession(key=key, anchor=anchor, context=open_decoder(
                 self.codec, thread_count=self.thread_count))
         context = session.context
-        pending = {session.pts_base + row - run.start: row for row in run.wanted_rows}
+        base = session.pts_base - run.start  # a row's pts
+        pending = {base + row: row for row in run.wanted_rows}
         key_offsets = {row - run.start for row in run.keyframe_rows}
+        capture = self._capturer(slab, session)
 
         def take(frame: Any) -> None:
             pts = frame.pts
@@ -92,22 +102,34 @@ class RunDecoder:
                 key_offsets.add(pts - session.pts_base)
             row = pending.pop(pts, None)
             if row is not None:
-                self.capture(slab, row, frame, session)
+                capture(row, frame)
 
         if session.last_pts is not None and session.last_pts in pending:
             take(session.last_frame)
-        for row in range(run.start + session.next_position, run.end + 1):
+        fed = None
+        last = None
+        for row, data in packets.feed(run.start + session.next_position, run.end):
             if not pending:
                 break
-            if not packets.nonempty[row]:
-                continue
-            data = packets.packet(row)
             packet = av.Packet(data)
-            packet.pts = packet.dts = session.pts_base + row - run.start
-            session.next_position = row - run.start + 1
-            session.last_fed = data
-            for frame in context.decode(packet):
-                take(frame)
+            packet.pts = packet.dts = base + row
+            fed = row
+            for frame in context.decode(packet):  # inline take(): this loop runs per frame
+                pts = frame.pts
+                if pts is None:
+                    continue
+                last = frame
+                if frame.key_frame:
+                    key_offsets.add(pts - session.pts_base)
+                wanted = pending.pop(pts, None)
+                if wanted is not None:
+                    capture(wanted, frame)
+        if last is not None:
+            session.last_pts = last.pts
+            session.last_frame = last
+        if fed is not None:
+            session.next_position = fed - run.start + 1
+            session.last_fed = packets.packet(fed)
         if pending:  # a decoder with delay: drain it (the session cannot continue after that)
             for frame in context.decode(None):
                 take(frame)
@@ -175,6 +197,7 @@ class RunDecoder:
             session.last_pts = None
             session.last_frame = None
         context = session.context
+        capture = self._capturer(slab, session)
 
         def take(frame: Any) -> None:
             if frame.pts is None:
@@ -183,7 +206,7 @@ class RunDecoder:
             session.last_frame = frame
             index = pending.pop(frame.pts, None)
             if index is not None:
-                self.capture(slab, (run.asset_key, index), frame, session)
+                capture((run.asset_key, index), frame)
 
         if session.last_pts is not None and session.last_pts in pending:
             take(session.last_frame)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -78,6 +79,7 @@ class PacketColumn:
         self._stop = inner_offsets[outer[1:]]
         valid = column.is_valid().to_numpy(zero_copy_only=False)
         self.nonempty: npt.NDArray[np.bool_] = valid & (self._stop > self._start)
+        self._needs_rewrite: npt.NDArray[np.bool_] | bool | None = None  # see _rewrite
 
     def __len__(self) -> int:
         return len(self.nonempty)
@@ -90,6 +92,43 @@ class PacketColumn:
         if self._codec in ("h264", "h265") and not is_annex_b(data):
             data = length_prefixed_to_annex_b(data)
         return data
+
+    def feed(self, first: int, last: int) -> Iterator[tuple[int, npt.NDArray[np.uint8] | bytes]]:
+        """``(row, packet)`` for the rows ``first..last`` that hold one, in order: what
+        :meth:`packet` gives, as a view of the column's memory where no rewrite is needed (the
+        decoder copies it once into its own packet, with no ``bytes`` in between)."""
+        stop = last + 1
+        rewrite = self._rewrite()
+        starts = self._start[first:stop].tolist()
+        stops = self._stop[first:stop].tolist()
+        data = self._data
+        for offset, present in enumerate(self.nonempty[first:stop].tolist()):
+            if present:
+                row = first + offset
+                if rewrite is not None and rewrite[row]:
+                    yield row, self.packet(row)
+                else:
+                    yield row, data[starts[offset]:stops[offset]]
+
+    def _rewrite(self) -> npt.NDArray[np.bool_] | None:
+        """Per row, whether :meth:`packet` rewrites it (length-prefixed H.264/H.265), worked out
+        once for the column; ``None`` when no row needs it."""
+        if self._needs_rewrite is False:
+            return None
+        if self._needs_rewrite is None:
+            self._needs_rewrite = False
+            if self._codec in ("h264", "h265"):
+                data, start = self._data, self._start
+                head = np.zeros((len(start), 4), dtype=np.uint8)
+                for k in range(4):  # the first bytes of every packet (0 past a short one)
+                    inside = self.nonempty & (start + k < self._stop)
+                    head[inside, k] = data[start[inside] + k]
+                annex_b = (head[:, 0] == 0) & (head[:, 1] == 0) & (
+                    (head[:, 2] == 1) | ((head[:, 2] == 0) & (head[:, 3] == 1)))
+                rewrite = self.nonempty & ~annex_b
+                if rewrite.any():
+                    self._needs_rewrite = rewrite
+        return None if self._needs_rewrite is False else self._needs_rewrite
 
 
 @dataclass(frozen=True, slots=True)

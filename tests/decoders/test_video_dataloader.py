@@ -34,7 +34,13 @@ from rayform.dataloader import (
     RerunMapDataset,
     SampleShuffle,
 )
-from rayform.decoders import VideoFrameDecoder, Yuv420Collator, Yuv420Frame, probe_video_asset
+from rayform.decoders import (
+    FieldBatch,
+    VideoFrameDecoder,
+    Yuv420Collator,
+    Yuv420Frame,
+    probe_video_asset,
+)
 from rayform.errors import ConfigError
 
 
@@ -111,6 +117,33 @@ def test_block_shuffle_reuses_decoder_sessions(
     # decoding again from the keyframe.
     assert decoder.session_hits >= 4
     assert decoder.session_hits + decoder.session_misses <= 131 // 12 + 1 + 3
+
+
+@pytest.mark.parametrize(("strategy", "share"), [(BlockShuffle(), 1), (NoShuffle(), None)],
+                         ids=["two-blocks-at-once", "one-block"])
+def test_concurrent_blocks_give_the_video_decoder_its_share_of_threads(
+        h264_dataset: tuple[DatasetEntry, dict[str, VideoEpisode]], strategy: Any,
+        share: int | None) -> None:
+    dataset, episodes = h264_dataset
+    decoder = VideoFrameDecoder(decode_threads=2)
+    seen: set[int | None] = set()
+    decode = decoder.decode
+
+    def recording(batch: FieldBatch, requests: Any) -> Any:
+        seen.add(batch.decode_threads)
+        return decode(batch, requests)
+
+    decoder.decode = recording  # type: ignore[method-assign]
+    ds = RerunIterableDataset(DataSource(dataset), "frame_index",
+                              {**fields(), "image": Field(VIDEO_SAMPLE, decoder)},
+                              fetch_block_size=16, shuffle_strategy=strategy, decode_threads=2,
+                              sample_metadata=True)
+    count = 0
+    for sample in ds:
+        check_sample(sample, episodes[segment_of(sample)])
+        count += 1
+    assert count == 131
+    assert seen == {share}
 
 
 @pytest.mark.parametrize("window", [(-3, -2, -1, 0), (-8, -4, 0)])

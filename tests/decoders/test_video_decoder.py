@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
@@ -152,6 +153,22 @@ def test_segments_are_decoded_separately() -> None:
     np.testing.assert_array_equal(hwc(out[1]), ref_b[9])
     np.testing.assert_array_equal(hwc(out[2]), ref_b[19])
     assert decoder.session_misses == 3
+
+
+def test_a_call_given_one_thread_carries_one_decoder_through_its_gops() -> None:
+    """FieldBatch.decode_threads=1 (the call's share while another block decodes): one job, so
+    adjacent GOPs are decoded by one decoder, not one per GOP on the decoder's two threads."""
+    packets, is_keyframe, reference = stream("h264", 8)
+    targets = list(range(3, 40))
+    requests = [request(i, [t], is_keyframe) for i, t in enumerate(targets)]
+    shared = VideoFrameDecoder(decode_threads=2)
+    out = shared.decode(replace(packet_batch(packets), decode_threads=1), requests)
+    assert shared.session_misses == 1
+    for target, tensor in zip(targets, out, strict=True):
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+    alone = VideoFrameDecoder(decode_threads=2)
+    alone.decode(packet_batch(packets), requests)
+    assert alone.session_misses > 1
 
 
 def test_windows_stack_frames_and_never_share_memory() -> None:
