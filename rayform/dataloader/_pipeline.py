@@ -466,16 +466,18 @@ class SamplePipeline:
             if job.decoded is not None:  # decoded as it was gathered (dense numeric rows)
                 parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
                 continue
-            if not len(job.requests) or job.batch is None:
+            batch = job.batch
+            if not len(job.requests) or batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
             if concurrency == "field" and self._concurrent_blocks > 1:
+                # Its share of the threads: the other blocks decode at the same time.
                 job = replace(job, batch=replace(
-                    job.batch, decode_threads=max(1, threads // self._concurrent_blocks)))
+                    batch, decode_threads=max(1, threads // self._concurrent_blocks)))
             if concurrency == "requests":
                 # One output buffer for the field's block, in block order, shared by its tasks.
                 job = replace(job, batch=replace(
-                    job.batch, output_arena=OutputArena(n, job.requests.sample_positions)))
+                    batch, output_arena=OutputArena(n, job.requests.sample_positions)))
             if concurrency == "inline" or threads <= 1:
                 parts[job.plan.key].append((job.requests.sample_positions,
                                             _run_decode(job, job.requests)))

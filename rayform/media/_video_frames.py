@@ -79,7 +79,7 @@ class PacketColumn:
         self._stop = inner_offsets[outer[1:]]
         valid = column.is_valid().to_numpy(zero_copy_only=False)
         self.nonempty: npt.NDArray[np.bool_] = valid & (self._stop > self._start)
-        self._needs_rewrite: npt.NDArray[np.bool_] | bool | None = None  # see _rewrite
+        self._rewrite = self._length_prefixed()
 
     def __len__(self) -> int:
         return len(self.nonempty)
@@ -98,7 +98,7 @@ class PacketColumn:
         :meth:`packet` gives, as a view of the column's memory where no rewrite is needed (the
         decoder copies it once into its own packet, with no ``bytes`` in between)."""
         stop = last + 1
-        rewrite = self._rewrite()
+        rewrite = self._rewrite
         starts = self._start[first:stop].tolist()
         stops = self._stop[first:stop].tolist()
         data = self._data
@@ -110,25 +110,20 @@ class PacketColumn:
                 else:
                     yield row, data[starts[offset]:stops[offset]]
 
-    def _rewrite(self) -> npt.NDArray[np.bool_] | None:
-        """Per row, whether :meth:`packet` rewrites it (length-prefixed H.264/H.265), worked out
-        once for the column; ``None`` when no row needs it."""
-        if self._needs_rewrite is False:
+    def _length_prefixed(self) -> npt.NDArray[np.bool_] | None:
+        """Per row, whether :meth:`packet` rewrites it (H.264/H.265 not in Annex B framing);
+        ``None`` when no row needs it."""
+        if self._codec not in ("h264", "h265"):
             return None
-        if self._needs_rewrite is None:
-            self._needs_rewrite = False
-            if self._codec in ("h264", "h265"):
-                data, start = self._data, self._start
-                head = np.zeros((len(start), 4), dtype=np.uint8)
-                for k in range(4):  # the first bytes of every packet (0 past a short one)
-                    inside = self.nonempty & (start + k < self._stop)
-                    head[inside, k] = data[start[inside] + k]
-                annex_b = (head[:, 0] == 0) & (head[:, 1] == 0) & (
-                    (head[:, 2] == 1) | ((head[:, 2] == 0) & (head[:, 3] == 1)))
-                rewrite = self.nonempty & ~annex_b
-                if rewrite.any():
-                    self._needs_rewrite = rewrite
-        return None if self._needs_rewrite is False else self._needs_rewrite
+        data, start = self._data, self._start
+        head = np.zeros((len(start), 4), dtype=np.uint8)
+        for k in range(4):  # the first bytes of every packet (0 past a short one)
+            inside = self.nonempty & (start + k < self._stop)
+            head[inside, k] = data[start[inside] + k]
+        annex_b = (head[:, 0] == 0) & (head[:, 1] == 0) & (
+            (head[:, 2] == 1) | ((head[:, 2] == 0) & (head[:, 3] == 1)))
+        rewrite = self.nonempty & ~annex_b
+        return rewrite if rewrite.any() else None
 
 
 @dataclass(frozen=True, slots=True)
