@@ -110,9 +110,10 @@ class RgbScaler:
             return False
         height, width = frame.height, frame.width
         coefficients = COEFFICIENTS.get(int(frame.colorspace))
+        address = out.__array_interface__["data"][0]
         if (coefficients is None or width % _WIDTH_STEP or height % 2
                 or out.shape != (height, width, 3) or out.dtype != np.uint8
-                or not out.flags.c_contiguous or out.ctypes.data % _ALIGN_BYTES):
+                or not out.flags.c_contiguous or address % _ALIGN_BYTES):
             return False
         full = int(frame.color_range) == _FULL_RANGE
         key = (width, height, coefficients, full)
@@ -121,15 +122,16 @@ class RgbScaler:
             context = self._checked_context(frame, key)
         if not context:
             return False
-        return self._scale(context, frame, out)
+        return self._scale(context, frame, address)
 
-    def _scale(self, context: int, frame: Any, out: npt.NDArray[np.uint8]) -> bool:
+    def _scale(self, context: int, frame: Any, address: int) -> bool:
+        """Convert ``frame`` into the ``[H, W, 3]`` array at ``address``."""
         planes = frame.planes
         src, strides = self._src, self._src_strides
         for i in range(3):
             src[i] = planes[i].buffer_ptr
             strides[i] = planes[i].line_size
-        self._dst[0] = out.ctypes.data
+        self._dst[0] = address
         self._dst_strides[0] = frame.width * 3
         assert self._lib is not None
         rows = int(self._lib.sws_scale(context, src, strides, 0, frame.height, self._dst,
@@ -152,7 +154,7 @@ class RgbScaler:
             scratch = np.full(size + _GUARD_BYTES, 0xA5, dtype=np.uint8)
             expected = require_av().video.reformatter.VideoReformatter().reformat(
                 frame, format="rgb24", threads=1).to_ndarray()
-            if not (self._scale(context, frame, scratch[:size].reshape(height, width, 3))
+            if not (self._scale(context, frame, scratch.__array_interface__["data"][0])
                     and np.array_equal(scratch[:size].reshape(height, width, 3), expected)
                     and bool((scratch[size:] == 0xA5).all())):
                 lib.sws_freeContext(context)
