@@ -80,9 +80,10 @@ class VideoFrameDecoder(ColumnDecoder):
     with ``output_format="yuv420p"`` (``y [.., 1, H, W]``, ``uv [.., 2, H/2, W/2]``) to convert on
     the GPU. A sample's tensor never shares memory with another sample's unless
     ``window_storage="view"``: the frames of one call are converted straight into one buffer
-    taken from the process's frame pool (:mod:`rayform.decoders._buffer_pool`), a slot per
-    frame, and each single-frame sample's tensor is its own slot (a later sample showing the
-    same frame, and every window, gets a copy).
+    taken from the process's frame pool (:mod:`rayform.decoders._buffer_pool`; RGB through
+    :class:`~rayform.media._rgb_scaler.RgbScaler`, no intermediate frame), and each single-frame
+    sample's tensor is its own slot (a slot per sample, in request order, so that the call's
+    results are rows of one tensor, :class:`TensorRows`); windows are stacked into new memory.
 
     Work is GOP-aware: the requests of one block are grouped by (segment, keyframe) and each group
     of pictures is decoded once, forward from its keyframe, capturing every frame any sample
@@ -98,8 +99,9 @@ class VideoFrameDecoder(ColumnDecoder):
     ``1.5 × H × W`` bytes in yuv420p) plus its last frame; up to ``max(16,
     max_decoder_sessions)`` video files stay memory-mapped (pages the OS may drop) with a packet
     table of 48 bytes per frame. Within a call only the wanted frames are kept, converted: the
-    outputs themselves, in one pooled buffer (``frames × H × W × 3`` bytes in RGB) that returns to
-    the pool once every sample of the call is dropped; the pool keeps at most 128 MiB per
+    outputs themselves, in one pooled buffer (``slots × H × W × 3`` bytes in RGB; a slot per
+    single-frame sample, else per distinct frame) that returns to the pool once every sample of
+    the call is dropped; the pool keeps at most 128 MiB per
     process, beyond which buffers are plain allocations. Holding one sample keeps its call's
     buffer lent: ``clone()`` samples you keep for long.
 
