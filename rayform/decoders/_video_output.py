@@ -54,6 +54,7 @@ class FrameSlab:
         self._lock = threading.Lock()
         self._size: tuple[int, int] | None = None  # (height, width) of the slots
         self._banks: tuple[npt.NDArray[np.uint8], ...] = ()
+        self._address = 0  # of the first bank's first slot
         self._outside = False  # a frame was captured into memory of its own
         self.captured: dict[FrameKey, Captured] = {}
 
@@ -70,9 +71,10 @@ class FrameSlab:
         if not banks:
             self._outside = True
         if self._rgb:
-            if banks:
+            if banks and slot is not None:
                 out = banks[0][slot]
-                if scaler is None or not scaler.convert(frame, out):
+                if scaler is None or not scaler.convert(
+                        frame, out, address=self._address + slot * out.nbytes):
                     np.copyto(out, frame_to_rgb(frame, reformatter))
                 self.captured[key] = out
             else:
@@ -100,6 +102,7 @@ class FrameSlab:
             with self._lock:
                 if self._size is None:
                     self._banks = self._take_banks(height, width)
+                    self._address = int(self._banks[0].__array_interface__["data"][0])
                     self._size = (height, width)  # after the banks: read without the lock
         return self._banks if self._size == (height, width) else ()
 

@@ -100,17 +100,20 @@ class RgbScaler:
         """Whether libswscale was found (otherwise :meth:`convert` always returns ``False``)."""
         return self._lib is not None
 
-    def convert(self, frame: Any, out: npt.NDArray[np.uint8]) -> bool:
+    def convert(self, frame: Any, out: npt.NDArray[np.uint8], *, address: int | None = None
+                ) -> bool:
         """Convert ``frame`` (an ``av.VideoFrame``) into ``out`` (uint8 ``[H, W, 3]``,
         C-contiguous, 16-byte aligned); ``False`` (``out`` untouched) when the frame is not one
         it covers: not yuv420p, a width not a multiple of 16, an odd height, or a colour tag
-        PyAV's reformat treats otherwise."""
+        PyAV's reformat treats otherwise. ``address``: ``out``'s data address, when the caller
+        knows it (reading it from the array costs as much as the checks)."""
         lib = self._lib
         if lib is None or frame.format.name != "yuv420p":
             return False
         height, width = frame.height, frame.width
         coefficients = COEFFICIENTS.get(int(frame.colorspace))
-        address = out.__array_interface__["data"][0]
+        if address is None:
+            address = int(out.__array_interface__["data"][0])
         if (coefficients is None or width % _WIDTH_STEP or height % 2
                 or out.shape != (height, width, 3) or out.dtype != np.uint8
                 or not out.flags.c_contiguous or address % _ALIGN_BYTES):
