@@ -14,6 +14,7 @@ are left to the caller (PyAV's reformat).
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -57,6 +58,10 @@ def _library() -> Any | None:
                                        if "/libswscale" in line))
     except OSError:
         pass
+    # Another package's copy may be mapped too: PyAV's own (beside the package) first. A copy
+    # that converts otherwise is caught by the check each context passes before use.
+    home = os.path.dirname(os.path.dirname(os.path.abspath(av.__file__)))
+    paths.sort(key=lambda path: not os.path.abspath(path).startswith(home))
     if not paths:  # no /proc: PyAV's wheel ships its libraries beside the package
         root = os.path.dirname(os.path.dirname(av.__file__))
         paths = sorted(glob.glob(os.path.join(root, "av.libs", "libswscale*"))
@@ -174,4 +179,5 @@ class RgbScaler:
                     lib.sws_freeContext(context)
 
     def __del__(self) -> None:
-        self.close()
+        with contextlib.suppress(Exception):  # at interpreter shutdown the library may be gone
+            self.close()

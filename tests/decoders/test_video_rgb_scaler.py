@@ -77,3 +77,20 @@ def test_frames_it_does_not_cover_are_left_untouched() -> None:
     frame.colorspace = 3  # a reserved tag PyAV's reformat refuses
     assert not scaler.convert(frame, out)
     assert not out.any()
+
+
+def test_a_context_that_converts_unlike_pyav_is_never_used(monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    """Each new context is checked against PyAV's reformat first: with the wrong coefficients
+    for a tag, the scaler refuses that tag's frames instead of writing other pixels."""
+    monkeypatch.setitem(COEFFICIENTS, 1, 9)  # BT.709 frames converted as BT.2020: a mismatch
+    scaler = RgbScaler()
+    frame = decoded(48, 64)[2]
+    frame.colorspace = 1
+    out = np.zeros((48, 64, 3), dtype=np.uint8)
+    assert not scaler.convert(frame, out)
+    assert not scaler.convert(frame, out)  # remembered, not checked again
+    assert not out.any()
+    frame.colorspace = 2
+    assert scaler.convert(frame, out)
+    np.testing.assert_array_equal(out, pyav_rgb(frame))
