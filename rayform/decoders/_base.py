@@ -99,6 +99,11 @@ class FieldBatch:
         decode_threads: set by the pipeline when it decodes several blocks at once: the most
             threads this call should use (its share of the process's); ``None``: the decoder's
             own setting.
+        channels_last: set by a dataset that cuts whole batches out of the decoder's
+            :class:`~rayform.decoders.TensorRows` itself (``RerunIterableDataset(batch_size=…)``
+            without ``collate_fn``): an image decoder may then return ``[C, H, W]`` views of
+            interleaved ``[H, W, C]`` memory, so that a batch is ``torch.channels_last``
+            ``[N, C, H, W]`` and no planar copy is made; decoders may ignore it.
     """
 
     column: pa.Array
@@ -109,6 +114,7 @@ class FieldBatch:
     on_failure: Callable[[DecodeRequest, str], None] | None = None
     output_arena: OutputArena | None = None
     decode_threads: int | None = None
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):
