@@ -206,6 +206,36 @@ def test_workers_decode_with_their_own_sessions(
     assert count == 131
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_batched_block_shuffle_hands_out_views_of_the_block_buffer(
+        h264_dataset: tuple[DatasetEntry, dict[str, VideoEpisode]], num_workers: int) -> None:
+    """RerunIterableDataset(batch_size=…): the same frames as the per-sample pass (in the same
+    order in one process; workers interleave their shards); a batch inside one block is a view
+    of the block's frame buffer (no copy)."""
+    dataset, _ = h264_dataset
+
+    def make(batch_size: int | None) -> RerunIterableDataset:
+        return RerunIterableDataset(DataSource(dataset), "frame_index", fields(),
+                                    fetch_block_size=16, shuffle_strategy=BlockShuffle(),
+                                    seed=5, batch_size=batch_size)
+
+    want = torch.stack([s["image"] for s in make(None)])
+    batches = list(DataLoader(make(8), batch_size=None, num_workers=num_workers,
+                              multiprocessing_context="fork" if num_workers else None))
+    got = torch.cat([b["image"] for b in batches])
+    assert got.shape == want.shape == (131, 3, 48, 64)
+    if num_workers:
+        assert sorted(bytes(t.contiguous().numpy()) for t in got) == sorted(
+            bytes(t.contiguous().numpy()) for t in want)
+    else:
+        assert torch.equal(got, want)
+        views = [b["image"] for b in batches
+                 if b["image"].untyped_storage().nbytes() > b["image"].nbytes]
+        assert len(views) >= len(batches) // 2, "batches inside a block are views of its buffer"
+        assert all(v.is_contiguous(memory_format=torch.channels_last) for v in views)
+
+
 def test_missing_keyframe_column_is_a_construction_error(tmp_path: Path) -> None:
     catalog = Catalog.create(tmp_path / "catalog")
     dataset = catalog.create_dataset("video")
