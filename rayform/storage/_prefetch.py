@@ -28,7 +28,7 @@ from pathlib import Path
 
 from rayform.errors import ConfigError
 
-DEFAULT_MAX_IN_FLIGHT = 4
+DEFAULT_MAX_IN_FLIGHT = 8
 DEFAULT_MAX_AHEAD = 16
 
 
