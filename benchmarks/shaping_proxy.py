@@ -26,7 +26,7 @@ import multiprocessing as mp
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from types import TracebackType
@@ -67,19 +67,35 @@ class LinkShape:
         return ", ".join(parts)
 
 
-class _Bucket:
-    """A token bucket: :meth:`reserve` returns when ``n`` bytes may leave at ``rate``."""
+class Bucket:
+    """A token bucket: :meth:`reserve` returns the moment ``n`` more bytes may leave at ``rate``."""
 
-    def __init__(self, rate: float) -> None:
+    def __init__(self, rate: float, *, clock: Callable[[], float] = time.monotonic) -> None:
         self._rate = rate
+        self._clock = clock
         self._next_free = 0.0
         self._lock = threading.Lock()
 
     def reserve(self, n: int) -> float:
         with self._lock:
-            start = max(time.monotonic(), self._next_free)
+            start = max(self._clock(), self._next_free)
             self._next_free = start + n / self._rate
             return self._next_free
+
+
+class Pacer:
+    """When one connection's response bytes may leave: its own bucket (per-connection cap) and
+    the bucket all connections share (aggregate cap), whichever is later."""
+
+    def __init__(self, own: Bucket | None, shared: Bucket | None) -> None:
+        self._own = own
+        self._shared = shared
+
+    def release_at(self, n: int) -> float:
+        """The moment ``n`` more bytes may be sent (reserving them in both buckets)."""
+        own = 0.0 if self._own is None else self._own.reserve(n)
+        shared = 0.0 if self._shared is None else self._shared.reserve(n)
+        return max(own, shared)
 
 
 class ShapingProxy:
@@ -93,11 +109,13 @@ class ShapingProxy:
         most_streaming: the most connections sending response bytes at one moment.
     """
 
-    def __init__(self, upstream_port: int, *, shape: LinkShape) -> None:
+    def __init__(self, upstream_port: int, *, shape: LinkShape,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._upstream = upstream_port
         self.shape = shape
+        self._clock = clock
         self._aggregate = (None if shape.aggregate_bytes_per_s is None
-                           else _Bucket(shape.aggregate_bytes_per_s))
+                           else Bucket(shape.aggregate_bytes_per_s, clock=clock))
         self._listener = socket.create_server(("127.0.0.1", 0))
         self.port: int = self._listener.getsockname()[1]
         self.requests = 0
@@ -131,13 +149,20 @@ class ShapingProxy:
             threading.Thread(target=self._requests, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._responses, args=(upstream, client), daemon=True).start()
 
+    def pacer(self) -> Pacer:
+        """A new connection's pacer (its own bucket; the aggregate one is shared)."""
+        rate = self.shape.per_connection_bytes_per_s
+        own = None if rate is None else Bucket(rate, clock=self._clock)
+        return Pacer(own, self._aggregate)
+
     def _requests(self, src: socket.socket, dst: socket.socket) -> None:
         last = 0.0
         try:
             while data := src.recv(_CHUNK):
                 now = time.monotonic()
                 if now - last > _QUIET_S:
-                    self.requests += 1
+                    with self._count_lock:
+                        self.requests += 1
                     time.sleep(self.shape.latency_s)
                 dst.sendall(data)
                 last = time.monotonic()
@@ -147,25 +172,21 @@ class ShapingProxy:
             _close(src, dst)
 
     def _responses(self, src: socket.socket, dst: socket.socket) -> None:
-        rate = self.shape.per_connection_bytes_per_s
-        own = None if rate is None else _Bucket(rate)
+        pacer = self.pacer()
         try:
             while data := src.recv(_CHUNK):
                 with self._count_lock:
                     self._streaming += 1
                     self.most_streaming = max(self.most_streaming, self._streaming)
+                    self.bytes_down += len(data)  # counted before the client can see them
                 try:
-                    release = max(0.0 if own is None else own.reserve(len(data)),
-                                  0.0 if self._aggregate is None
-                                  else self._aggregate.reserve(len(data)))
-                    wait = release - time.monotonic()
+                    wait = pacer.release_at(len(data)) - self._clock()
                     if wait > 0:
                         time.sleep(wait)
                     dst.sendall(data)
                 finally:
                     with self._count_lock:
                         self._streaming -= 1
-                self.bytes_down += len(data)
         except OSError:
             pass
         finally:

@@ -158,3 +158,17 @@ def test_an_iterable_pass_reads_its_segments_ahead_in_block_order(
     want = list(local)
     assert len(got) == len(want)
     assert all(torch.equal(a["q"], b["q"]) for a, b in zip(got, want, strict=True))
+
+
+def test_a_remote_episode_dataset_starts_downloading_before_it_reads_the_catalog(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    """The slice names its objects: their downloads need not wait for ``catalog.json`` (one
+    round trip less before the first batch). Shown by a catalog whose ``catalog.json`` is gone
+    once the slice is read: the dataset fails, but its objects were already on their way."""
+    made = rayform.Client(local_catalog).slices.create("robots")
+    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    (Path(local_catalog.url) / "catalog.json").unlink()
+    with pytest.raises(rayform.errors.CatalogNotFoundError, match="catalog.json"):
+        rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
+    wait_for_gets(https_catalog, made.objects())
+    assert https_catalog.log.refetched() == []
