@@ -168,7 +168,7 @@ def test_a_remote_episode_dataset_starts_downloading_before_it_reads_the_catalog
     made = rayform.Client(local_catalog).slices.create("robots")
     remote = rayform.Client(https_catalog.url).slices.get(made.id)
     (Path(local_catalog.url) / "catalog.json").unlink()
-    with pytest.raises(rayform.errors.CatalogNotFoundError, match="catalog.json"):
+    with pytest.raises(rayform.errors.CatalogNotFoundError, match=r"catalog\.json"):
         rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
     wait_for_gets(https_catalog, made.objects())
     assert https_catalog.log.refetched() == []
