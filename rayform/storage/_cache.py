@@ -10,7 +10,9 @@ Layout under ``RAYFORM_CACHE_DIR`` (default ``~/.cache/rayform``)::
 Every file appears by an atomic rename of a complete, hash-checked temporary file, so a reader never
 sees a torn file, and two processes (or two machines sharing the folder over NFS) fetching the same
 object at once both end with the same bytes. A cached object is hashed again the first time each
-process opens it; a corrupt one is deleted and fetched again. A failed download leaves nothing.
+process opens it (whichever ``ObjectCache`` of the process opens it: a catalog opened again for the
+next epoch does not hash its data again); a corrupt one is deleted and fetched again. A failed
+download leaves nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ from rayform.storage._store import sha256_file
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
+
+# Cached objects this process has hashed (or downloaded and hashed), by path: the file's
+# (device, inode, size, mtime) when it matched its name. One entry per object read.
+_VERIFIED: dict[str, tuple[int, int, int, int]] = {}
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def default_cache_dir() -> Path:
@@ -94,7 +104,6 @@ class ObjectCache:
                 f"cache folder {self.root} is a file, not a folder; point {CACHE_ENV} at a folder "
                 "(or unset it to use ~/.cache/rayform)"
             )
-        self._verified: dict[str, tuple[int, int, int]] = {}
         self._swept = False
 
     def __repr__(self) -> str:
@@ -148,15 +157,16 @@ class ObjectCache:
             st = path.stat()
         except FileNotFoundError:
             return None
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if self._verified.get(digest) == stamp:
+        stamp = _stamp(st)
+        key = str(path)
+        if _VERIFIED.get(key) == stamp:
             return path
         if sha256_file(path) != digest:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # corrupt: readers holding it open keep their inode
-            self._verified.pop(digest, None)
+            _VERIFIED.pop(key, None)
             return None
-        self._verified[digest] = stamp
+        _VERIFIED[key] = stamp
         return path
 
     def read_bytes(self, digest: str) -> bytes | None:
@@ -225,7 +235,7 @@ class ObjectCache:
             os.chmod(tmp, 0o444)
             os.replace(tmp, path)  # atomic: readers see no file or the whole file
             st = path.stat()
-        self._verified[digest] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        _VERIFIED[str(path)] = _stamp(st)
         return path
 
     def add_file(self, src: Path, digest: str) -> Path:
