@@ -163,11 +163,13 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self.horizon = horizon
         self.seed = seed
         self.edge = check_edge(edge)
-        # A remote slice's recordings start downloading now, before the catalog's own files are
-        # read and beside the metadata reads below (bounded read-ahead into the verified cache;
-        # a local catalog ignores the hint). Safe before ``catalog.json`` is checked: objects are
-        # named by the sha256 the slice's verified content lists, and each is checked on arrival.
+        # A remote slice's metadata files (at once) and recordings start downloading now, before
+        # the catalog's own files are read (bounded read-ahead into the verified cache; a local
+        # catalog ignores the hints). Safe before ``catalog.json`` is checked: objects are named
+        # by the sha256 the slice's verified content lists, each checked on arrival, and the
+        # metadata responses are parsed and checked by the reads below as usual.
         store = open_store(slice_.catalog_url)
+        store.prefetch_metadata(slice_.metadata_keys())
         store.prefetch(o for s in slice_.segments for o in s.objects)
         catalog = Catalog(store)
         view = slice_.view(catalog)

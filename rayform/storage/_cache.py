@@ -334,6 +334,15 @@ class MetadataCache:
             return None
         return self.cache.read_bytes(digest) if is_digest(digest) else None
 
+    def has_any_version(self, name: str) -> bool:
+        """True when some ``keys@…`` space of this catalog URL holds ``name`` (an immutable file
+        cached under the catalog's identity; without knowing which identity is current)."""
+        try:
+            spaces = [p.name for p in self.dir.iterdir() if p.name.startswith("keys@")]
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return any(self._pointer(space, name).is_file() for space in spaces)
+
     def put(self, space: str, name: str, data: bytes) -> None:
         digest = self.cache.put_bytes(data)
         self.cache.write_pointer(self._pointer(space, name), digest)

@@ -172,3 +172,16 @@ def test_a_remote_episode_dataset_starts_downloading_before_it_reads_the_catalog
         rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
     wait_for_gets(https_catalog, made.objects())
     assert https_catalog.log.refetched() == []
+
+
+def test_a_remote_episode_dataset_reads_each_metadata_file_once(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    """The catalog files the dataset needs are requested together, early; each read takes its
+    early response, so nothing is requested twice."""
+    made = rayform.Client(local_catalog).slices.create("robots")
+    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    before = len(https_catalog.log.gets)
+    ds = rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
+    assert len(ds) > 0
+    metadata = [p for p in https_catalog.log.gets[before:] if "/objects/" not in p]
+    assert sorted(p.rsplit("/cat/", 1)[1] for p in metadata) == sorted(remote.metadata_keys())
