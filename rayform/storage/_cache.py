@@ -40,12 +40,20 @@ OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
 
 # Cached objects this process has hashed (or downloaded and hashed), by path: the file's
-# (device, inode, size, mtime) when it matched its name. One entry per object read.
+# (device, inode, size, mtime) when it matched its name. One entry (~200 bytes) per object read,
+# at most _VERIFIED_MAX: past that the memo starts afresh (objects are then hashed once more).
 _VERIFIED: dict[str, tuple[int, int, int, int]] = {}
+_VERIFIED_MAX = 200_000
 
 
 def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _remember_verified(path: Path, st: os.stat_result) -> None:
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[str(path)] = _stamp(st)
 
 
 def default_cache_dir() -> Path:
@@ -157,16 +165,14 @@ class ObjectCache:
             st = path.stat()
         except FileNotFoundError:
             return None
-        stamp = _stamp(st)
-        key = str(path)
-        if _VERIFIED.get(key) == stamp:
+        if _VERIFIED.get(str(path)) == _stamp(st):
             return path
         if sha256_file(path) != digest:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # corrupt: readers holding it open keep their inode
-            _VERIFIED.pop(key, None)
+            _VERIFIED.pop(str(path), None)
             return None
-        _VERIFIED[key] = stamp
+        _remember_verified(path, st)
         return path
 
     def read_bytes(self, digest: str) -> bytes | None:
@@ -235,7 +241,7 @@ class ObjectCache:
             os.chmod(tmp, 0o444)
             os.replace(tmp, path)  # atomic: readers see no file or the whole file
             st = path.stat()
-        _VERIFIED[str(path)] = _stamp(st)
+        _remember_verified(path, st)
         return path
 
     def add_file(self, src: Path, digest: str) -> Path:
@@ -334,7 +340,7 @@ class MetadataCache:
             return None
         return self.cache.read_bytes(digest) if is_digest(digest) else None
 
-    def has_any_version(self, name: str) -> bool:
+    def has_in_any_space(self, name: str) -> bool:
         """True when some ``keys@…`` space of this catalog URL holds ``name`` (an immutable file
         cached under the catalog's identity; without knowing which identity is current)."""
         try:

@@ -154,7 +154,7 @@ class RemoteStore(Store):
         if self.is_offline():
             return
         self._early.start(k for k in keys
-                          if not (is_immutable_key(k) and self.meta.has_any_version(k)))
+                          if not (is_immutable_key(k) and self.meta.has_in_any_space(k)))
 
     def _remember(self, space: str, key: str, data: bytes) -> None:
         """Cache a metadata file for offline use; a cache folder deleted meanwhile is recreated

@@ -68,3 +68,17 @@ def test_a_replaced_file_is_hashed_again_and_a_corrupt_one_removed(
     assert ObjectCache(tmp_path).cached(digest) is None
     assert not path.exists()
     assert hashes == [path, path]
+
+
+def test_the_memo_of_hashed_objects_is_bounded(tmp_path: Path, hashes: list[Path],
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_cache, "_VERIFIED", {})
+    monkeypatch.setattr(_cache, "_VERIFIED_MAX", 1)
+    first, first_path = stored(tmp_path, b"first" * 100)
+    second, second_path = stored(tmp_path, b"second" * 100)
+    cache = ObjectCache(tmp_path)
+    assert cache.cached(first) == first_path
+    assert cache.cached(second) == second_path  # the memo starts afresh: first forgotten
+    assert cache.cached(first) == first_path
+    assert hashes == [first_path, second_path, first_path]
+    assert len(_cache._VERIFIED) == 1
