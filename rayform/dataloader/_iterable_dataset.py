@@ -77,7 +77,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         shuffle_strategy: :class:`SampleShuffle` (default), :class:`BlockShuffle` or
             :class:`NoShuffle`.
         decode_threads: decode threads per process (``None``: one per CPU up to 8 in the main
-            process, 1 inside a DataLoader worker).
+            process; inside a DataLoader worker, the CPUs divided among the workers, at
+            least 1).
         max_consecutive_skipped_samples: give up after this many incomplete samples in a row
             (``None``: never).
         edge: ``"trim"`` or ``"pad"`` (see :data:`~rayform.dataloader.EdgeMode`).

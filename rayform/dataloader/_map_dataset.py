@@ -38,7 +38,8 @@ class RerunMapDataset(Dataset[Sample]):
         fields: sample key -> :class:`Field`.
         timeline_sampling: the grid on timestamp / duration timelines (required there).
         decode_threads: decode threads per process (``None``: one per CPU up to 8 in the main
-            process, 1 inside a DataLoader worker).
+            process; inside a DataLoader worker, the CPUs divided among the workers, at
+            least 1).
         edge: ``"trim"`` (Rerun: windows stay inside segments) or ``"pad"`` (every grid point,
             clamped windows, ``<key>_is_pad`` masks).
         sample_metadata: add ``sample["meta"] = {"segment_id", "segment_version",
