@@ -179,7 +179,9 @@ class WireBatch:
 @dataclass(slots=True)
 class _ReceivedPool:
     pid: int
-    buffers: dict[int, npt.NDArray[np.uint8]] = field(default_factory=dict)
+    # slot id -> (the slot's bytes, its state word): mapped once, viewed by every batch
+    buffers: dict[int, tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]] = field(
+        default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -204,12 +206,13 @@ def receive_batch(pool_id: str, pid: int, new_slots: dict[int, torch.Tensor], re
     for slot_id in retired:
         pool.buffers.pop(slot_id, None)
     for slot_id, buffer in new_slots.items():
-        pool.buffers[slot_id] = buffer.numpy()
+        raw = buffer.numpy()
+        pool.buffers[slot_id] = (raw, raw[:8].view(np.int64))
         receiver_counters.slots += 1
     values = []
     for leaf in leaves:
         if isinstance(leaf, PooledLeaf):
-            values.append(_view(pool.buffers[leaf.slot_id], leaf))
+            values.append(_view(*pool.buffers[leaf.slot_id], leaf))
             receiver_counters.pooled_leaves += 1
         else:
             values.append(leaf)
@@ -217,14 +220,15 @@ def receive_batch(pool_id: str, pid: int, new_slots: dict[int, torch.Tensor], re
     return assemble(structure, values)
 
 
-def _view(buffer: npt.NDArray[np.uint8], leaf: PooledLeaf) -> torch.Tensor:
+def _view(buffer: npt.NDArray[np.uint8], state: npt.NDArray[np.int64], leaf: PooledLeaf
+          ) -> torch.Tensor:
     itemsize = _itemsize(leaf.dtype)
     nbytes = _numel(leaf.shape) * itemsize
     raw = buffer[HEADER_BYTES:HEADER_BYTES + nbytes]
     np_dtype, stand_in = _numpy_dtype(leaf.dtype)
     array = raw.view(np_dtype).reshape(leaf.shape)
     # The finalizer fires when the last tensor or view of this batch's array is gone.
-    weakref.finalize(array, _release, buffer[:8].view(np.int64), leaf.token).atexit = False
+    weakref.finalize(array, _release, state, leaf.token).atexit = False
     tensor = torch.from_numpy(array)
     return tensor.view(leaf.dtype) if stand_in else tensor
 
