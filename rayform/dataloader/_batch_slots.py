@@ -136,7 +136,8 @@ class SlotPool:
     def _allocate(self, nbytes: int) -> Slot:
         # Made in shared memory straight away, as default_collate does in a worker: a heap
         # tensor's share_memory_() would fill it with zeros and then copy it there.
-        storage = torch.UntypedStorage._new_shared(HEADER_BYTES + max(nbytes, 1))
+        storage = torch.UntypedStorage._new_shared(  # type: ignore[no-untyped-call]
+            HEADER_BYTES + max(nbytes, 1))
         buffer = torch.empty(0, dtype=torch.uint8).set_(storage)
         state = buffer[:8].numpy().view(np.int64)
         state[0] = FREE
