@@ -49,6 +49,7 @@ from rayform.dataloader._shuffle import (
 )
 from rayform.dataloader._skipping import DEFAULT_MAX_CONSECUTIVE_SKIPPED, check_max_skipped
 from rayform.dataloader._stable_order import StableOrder
+from rayform.dataloader._worker_process import settle_worker_process
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
@@ -294,6 +295,7 @@ class RerunIterableDataset(IterableDataset[Sample]):
 
     # ------------------------------------------------------------------------ iteration
     def __iter__(self) -> Iterator[Any]:
+        settle_worker_process()
         position = StreamPosition.current()
         stream = self._order.stream(self._pipeline, position, epoch=self._epoch,
                                     start=self._resume_position)

@@ -27,6 +27,7 @@ from rayform.dataloader._manifest_replay import manifest_sampling, replay_pipeli
 from rayform.dataloader._pipeline import SamplePipeline
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
+from rayform.dataloader._worker_process import settle_worker_process
 
 
 class RerunMapDataset(Dataset[Sample]):
@@ -136,6 +137,7 @@ class RerunMapDataset(Dataset[Sample]):
         else:
             samples = self._pipeline.process(self._global(indices))
         if self._read_ahead_pid != os.getpid():
+            settle_worker_process()
             self._start_read_ahead()
         return samples
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import pytest
@@ -107,3 +108,21 @@ def test_stable_order_is_the_same_for_0_1_and_2_workers(robots_dataset: DatasetE
                                   multiprocessing_context="fork" if w else None))
               for w in (0, 2)]
     assert orders[0] != orders[1], "the default contiguous shards do depend on num_workers"
+
+
+def _freeze_count(samples: list[Any]) -> int:
+    return gc.get_freeze_count()
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_worker_freezes_what_it_inherited_and_the_main_process_does_not(
+        robots_dataset: DatasetEntry) -> None:
+    """A forked worker's full collections skip the parent's heap (gc.freeze, once per worker)."""
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index",
+                              {"state": Field(JOINTS, NumericDecoder())})
+    before = gc.get_freeze_count()
+    counts = list(DataLoader(ds, batch_size=4, num_workers=1, collate_fn=_freeze_count,
+                             multiprocessing_context="fork"))
+    assert counts and all(c > before for c in counts)
+    list(DataLoader(ds, batch_size=4))
+    assert gc.get_freeze_count() == before
