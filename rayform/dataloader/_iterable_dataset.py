@@ -54,6 +54,9 @@ from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"
+FIRST_FETCH_SAMPLES = 32
+"""Samples in a worker's first decode of a pass when the dataset does not batch (DataLoader's
+batch size is not known here; 32 is the usual one)."""
 Decoded = TypeVar("Decoded")
 
 
@@ -166,6 +169,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         shuffled = manifest is None and not isinstance(shuffle_strategy, NoShuffle)
         self._prefetch = ThreadPool(fetch_threads(fields, shuffled_blocks=shuffled),
                                     name="rayform-fetch", background=True)
+        self._first_block_cut = all(f.decode.decode_concurrency != "field"
+                                    for f in fields.values())
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
@@ -304,18 +309,31 @@ class RerunIterableDataset(IterableDataset[Sample]):
             return self._run_batches(stream, position, self._batch_size)
         return self._run(stream, position)
 
-    def _blocks(self, stream: ProcessStream) -> tuple[npt.NDArray[np.int64],
-                                                      list[npt.NDArray[np.int64]]]:
-        """What this pass still consumes (emission order) and its fetch blocks."""
+    def _blocks(self, stream: ProcessStream, pos: StreamPosition
+                ) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
+        """What this pass still consumes (emission order) and its fetch blocks.
+
+        In a DataLoader worker, whose pass starts anew every epoch and decodes on one thread, a
+        first block that holds the first sample to emit is decoded in two parts: a batch's worth
+        (``batch_size``, else :data:`FIRST_FETCH_SAMPLES`) first, so the first batch leaves after
+        that many decodes rather than a whole block's, then the rest. Which samples come out, and
+        in which order, does not depend on how blocks are cut; blocks that decode a whole field
+        at once (video: shared GOPs) are never cut.
+        """
         todo = stream.emission[stream.start:]
         needed = np.zeros(len(stream.indices), dtype=np.bool_)
         needed[todo] = True
         blocks = [np.arange(s, e, dtype=np.int64)[needed[s:e]] for s, e in stream.fetches]
-        return todo, [b for b in blocks if len(b)]
+        blocks = [b for b in blocks if len(b)]
+        first = self._batch_size or FIRST_FETCH_SAMPLES
+        if pos.in_worker and self._first_block_cut and blocks and len(blocks[0]) > first \
+                and len(todo) and int(todo[0]) in blocks[0][:first]:
+            blocks[:1] = [blocks[0][:first], blocks[0][first:]]
+        return todo, blocks
 
     def _run_batches(self, stream: ProcessStream, pos: StreamPosition, batch_size: int
                      ) -> Iterator[Any]:
-        todo, blocks = self._blocks(stream)
+        todo, blocks = self._blocks(stream, pos)
         self._consumed = self._order.position(stream, 0, pos)
 
         def consumed(count: int) -> None:
@@ -334,7 +352,7 @@ class RerunIterableDataset(IterableDataset[Sample]):
     def _run(self, stream: ProcessStream, pos: StreamPosition) -> Iterator[Sample]:
         screen = self._order.screen(self._pipeline.sample_index)
         keys = self._pipeline.keys
-        todo, blocks = self._blocks(stream)
+        todo, blocks = self._blocks(stream, pos)
         self._consumed = self._order.position(stream, 0, pos)
         consumed_here = 0
         decoded: dict[int, Sample] = {}

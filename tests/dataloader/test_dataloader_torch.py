@@ -5,12 +5,15 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from dataloader_factories import GRIPPER, JOINTS
 from torch.utils.data import DataLoader, DistributedSampler, WeightedRandomSampler
 
 from rayform.catalog import DatasetEntry
+from rayform.dataloader._iterable_dataset import FIRST_FETCH_SAMPLES
+from rayform.dataloader._partition import StreamPosition
 from rayform.dataloader import (
     BlockShuffle,
     DataSource,
@@ -126,3 +129,30 @@ def test_a_worker_freezes_what_it_inherited_and_the_main_process_does_not(
     assert counts and all(c > before for c in counts)
     list(DataLoader(ds, batch_size=4))
     assert gc.get_freeze_count() == before
+
+
+@pytest.mark.parametrize("batch_size", [None, 5])
+def test_a_worker_decodes_a_first_batch_before_the_rest_of_its_first_block(
+        robots_dataset: DatasetEntry, batch_size: int | None) -> None:
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=64, batch_size=batch_size)
+    main, worker = StreamPosition(), StreamPosition(num_workers=1, in_worker=True)
+    stream = ds._order.stream(ds._pipeline, worker, epoch=0, start=0)
+    whole = ds._blocks(stream, main)[1]
+    todo, cut = ds._blocks(stream, worker)
+    first = batch_size or FIRST_FETCH_SAMPLES
+    assert [len(b) for b in cut[:2]] == [first, len(whole[0]) - first]
+    assert int(todo[0]) in cut[0]
+    np.testing.assert_array_equal(np.concatenate(cut), np.concatenate(whole))
+
+
+@pytest.mark.filterwarnings(FORK_WITH_THREADS)
+def test_worker_streams_with_a_cut_first_block_match_the_main_process(
+        robots_dataset: DatasetEntry) -> None:
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=64, sample_metadata=True,
+                              stable_order=StableOrder(batch_size=4))
+    runs = [_indices(DataLoader(ds, batch_size=4, num_workers=w,
+                                multiprocessing_context="fork" if w else None))
+            for w in (0, 1)]
+    assert runs[0] == runs[1] and sorted(runs[0]) == list(range(len(ds)))
