@@ -12,8 +12,6 @@ from dataloader_factories import GRIPPER, JOINTS
 from torch.utils.data import DataLoader, DistributedSampler, WeightedRandomSampler
 
 from rayform.catalog import DatasetEntry
-from rayform.dataloader._iterable_dataset import FIRST_FETCH_SAMPLES
-from rayform.dataloader._partition import StreamPosition
 from rayform.dataloader import (
     BlockShuffle,
     DataSource,
@@ -25,6 +23,8 @@ from rayform.dataloader import (
     SampleShuffle,
     StableOrder,
 )
+from rayform.dataloader._iterable_dataset import FIRST_FETCH_SAMPLES
+from rayform.dataloader._partition import StreamPosition
 
 FORK_WITH_THREADS = "ignore:This process .* is multi-threaded:DeprecationWarning"
 
