@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
-from rayform.dataloader._block_columns import BlockColumns, Collate, assemble_batch
+from rayform.dataloader._block_columns import BlockColumns, Collate, assemble_batch, cat_rows
 from rayform.dataloader._order_source import SampleScreen
 
 
@@ -89,7 +89,7 @@ def batched_run(blocks: Sequence[npt.NDArray[np.int64]], produced: Iterator[Bloc
                 cursor = stop
                 consumed(cursor)
                 yield parts[0] if len(parts) == 1 else {
-                    key: torch.cat([part[key] for part in parts]) for key in parts[0]}
+                    key: cat_rows([part[key] for part in parts]) for key in parts[0]}
                 continue
         chunk = todo[cursor:cursor + batch_size - filled]
         cursor += len(chunk)

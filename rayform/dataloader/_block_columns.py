@@ -28,6 +28,42 @@ from rayform.decoders import TensorRows
 Sample = dict[str, Any]
 
 
+def gather_rows(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """``tensor.index_select(0, rows)`` in ``tensor``'s memory layout: rows of a channels-last
+    view (``[N, C, H, W]`` over ``[N, H, W, C]`` memory) are copied as the rows they are in
+    memory, not transposed into ``[N, C, H, W]`` order (about 8x dearer)."""
+    order = _memory_order(tensor)
+    if order is None:
+        return tensor.index_select(0, rows)
+    return tensor.permute(order).index_select(0, rows).permute(_inverse(order))
+
+
+def cat_rows(parts: Sequence[torch.Tensor]) -> torch.Tensor:
+    """``torch.cat(parts)`` (along rows) in the parts' common memory layout (see
+    :func:`gather_rows`); a single part is returned as it is."""
+    if len(parts) == 1:
+        return parts[0]
+    order = _memory_order(parts[0])
+    if order is None or any(_memory_order(part) != order for part in parts[1:]):
+        return torch.cat(list(parts))
+    return torch.cat([part.permute(order) for part in parts]).permute(_inverse(order))
+
+
+def _memory_order(tensor: torch.Tensor) -> list[int] | None:
+    """The dimensions in memory order (rows first, then by falling stride) when that is not
+    their own order, else ``None``."""
+    strides = tensor.stride()
+    rest = sorted(range(1, tensor.dim()), key=lambda d: -strides[d])
+    return None if rest == list(range(1, tensor.dim())) else [0, *rest]
+
+
+def _inverse(order: list[int]) -> list[int]:
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return inverse
+
+
 @dataclass(frozen=True, slots=True)
 class StackedColumn:
     """A column whose values are rows of one tensor.
@@ -53,13 +89,13 @@ class StackedColumn:
         """The rows of samples ``start:stop`` (all present): a view when :attr:`identity`."""
         if self.identity:
             return self.tensor[start:stop]
-        return self.tensor.index_select(0, torch.from_numpy(self.rows[start:stop]))
+        return gather_rows(self.tensor, torch.from_numpy(self.rows[start:stop]))
 
     def rows_of(self, positions: torch.Tensor) -> torch.Tensor:
         """The rows of the samples at ``positions`` (int64, all present)."""
         if self.identity:
-            return self.tensor.index_select(0, positions)
-        return self.tensor.index_select(0, torch.from_numpy(self.rows[positions.numpy()]))
+            return gather_rows(self.tensor, positions)
+        return gather_rows(self.tensor, torch.from_numpy(self.rows[positions.numpy()]))
 
     def values(self) -> list[Any]:
         unbound = self.tensor.unbind(0)
@@ -76,7 +112,7 @@ class StackedColumn:
         first = int(rows[0])
         if int(rows[-1]) - first + 1 == len(rows) and bool(np.all(np.diff(rows) == 1)):
             return self.tensor[first:first + len(rows)]
-        return self.tensor.index_select(0, torch.from_numpy(rows))
+        return gather_rows(self.tensor, torch.from_numpy(rows))
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,7 +274,7 @@ def assemble_batch(pieces: Sequence[tuple[BlockColumns, npt.NDArray[np.int64]]],
         if all(isinstance(col, StackedColumn) for col, _ in cols):
             parts = [col.take(positions) for col, positions in cols
                      if isinstance(col, StackedColumn)]
-            batch[key] = parts[0] if len(parts) == 1 else torch.cat(parts)
+            batch[key] = cat_rows(parts)
         else:
             values = [_value(col, p) for col, positions in cols for p in positions.tolist()]
             batch[key] = default_collate(values)

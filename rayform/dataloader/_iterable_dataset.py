@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Generator, Iterator, Mapping
 from concurrent.futures import Future
+from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
@@ -61,12 +62,20 @@ Decoded = TypeVar("Decoded")
 
 
 def fetch_threads(fields: Mapping[str, Field], *, shuffled_blocks: bool) -> int:
-    """Blocks prepared at once: two when the blocks come in shuffled order and the whole-field
-    decoders (video) allow it, so that one block's Python work (rows, plans, samples) runs while
-    the other's frames decode. Blocks read in order stay one at a time: each continues the
-    decoder sessions the previous one left open."""
-    heavy = [f.decode for f in fields.values() if f.decode.decode_concurrency == "field"]
-    return 2 if shuffled_blocks and heavy and all(d.concurrent_blocks for d in heavy) else 1
+    """Blocks prepared at once: two when every decoder that does real work allows it, so that
+    one block's Python work (rows, plans, samples) runs while the other's frames decode and the
+    decode threads never wait between blocks.
+
+    Decoders split by request (images) are thread-safe, so they always allow it. Whole-field
+    decoders (video) must say so (:attr:`ColumnDecoder.concurrent_blocks`), and only for
+    blocks in shuffled order: blocks read in order continue the decoder sessions the previous
+    one left open. Inline-only fields (numeric) stay one block at a time: their work holds the
+    GIL, so a second block would only contend for it."""
+    heavy = [f.decode for f in fields.values() if f.decode.decode_concurrency != "inline"]
+    whole = [d for d in heavy if d.decode_concurrency == "field"]
+    if not heavy or (whole and not (shuffled_blocks and all(d.concurrent_blocks for d in whole))):
+        return 1
+    return 2
 
 
 class RerunIterableDataset(IterableDataset[Sample]):
@@ -339,7 +348,10 @@ class RerunIterableDataset(IterableDataset[Sample]):
         def consumed(count: int) -> None:
             self._consumed = self._order.position(stream, count, pos)
 
-        produced = self._prefetched(blocks, stream.indices, self._pipeline.process_columns)
+        # Batches cut from the columns may be channels-last views; per-sample dicts for a
+        # collate_fn stay planar (stacking [C, H, W] views of [H, W, C] memory transposes).
+        process = partial(self._pipeline.process_columns, channels_last=self._collate_fn is None)
+        produced = self._prefetched(blocks, stream.indices, process)
         try:
             yield from batched_run(blocks, (columns for _, columns in produced), todo,
                                    stream.indices, batch_size=batch_size,

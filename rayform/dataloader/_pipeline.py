@@ -428,15 +428,19 @@ class SamplePipeline:
         columns = self.decode_columns(block, decode_errors=decode_errors)
         return columns.samples(), columns.failed
 
-    def process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64]) -> BlockColumns:
-        """Like :meth:`process`, the block held by field (:class:`BlockColumns`)."""
+    def process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
+                        channels_last: bool = False) -> BlockColumns:
+        """Like :meth:`process`, the block held by field (:class:`BlockColumns`); with
+        ``channels_last`` image columns may be ``[C, H, W]`` views of ``[H, W, C]`` memory
+        (:attr:`FieldBatch.channels_last`), for a caller that cuts batches from the columns."""
         with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": len(indices)}):
             block = self.resolve(indices, gather=True)
         with tracing_scope("rayform.decode", attributes={"rayform.num_samples": len(indices)}):
-            return self.decode_columns(block)
+            return self.decode_columns(block, channels_last=channels_last)
 
     def decode_columns(self, block: ResolvedBlock, *,
-                       decode_errors: DecodeErrorPolicy | None = None) -> BlockColumns:
+                       decode_errors: DecodeErrorPolicy | None = None,
+                       channels_last: bool = False) -> BlockColumns:
         """Decode a resolved block field by field (:class:`BlockColumns`, block order).
 
         Cheap ("inline") fields are decoded first in the calling thread; the rest are cut into
@@ -459,10 +463,12 @@ class SamplePipeline:
             if not len(job.requests) or job.batch is None:
                 continue
             concurrency = job.plan.field.decode.decode_concurrency
-            if concurrency == "requests":
-                # One output buffer for the field's block, in block order, shared by its tasks.
-                job = replace(job, batch=replace(
-                    job.batch, output_arena=OutputArena(n, job.requests.sample_positions)))
+            # One output buffer for the field's block, in block order, shared by its tasks.
+            arena = OutputArena(n, job.requests.sample_positions) \
+                if concurrency == "requests" else None
+            if arena is not None or channels_last:
+                job = replace(job, batch=replace(job.batch, output_arena=arena,
+                                                 channels_last=channels_last))
             if concurrency == "inline" or threads <= 1:
                 parts[job.plan.key].append((job.requests.sample_positions,
                                             _run_decode(job, job.requests)))

@@ -96,6 +96,11 @@ class FieldBatch:
         output_arena: set by the pipeline when it splits the field's requests across decode
             threads: one buffer for the whole block's results, each task writing its rows
             (:class:`~rayform.decoders._output_arena.OutputArena`); decoders may ignore it.
+        channels_last: set by a dataset that cuts whole batches out of the decoder's
+            :class:`~rayform.decoders.TensorRows` itself (``RerunIterableDataset(batch_size=…)``
+            without ``collate_fn``): an image decoder may then return ``[C, H, W]`` views of
+            interleaved ``[H, W, C]`` memory, so that a batch is ``torch.channels_last``
+            ``[N, C, H, W]`` and no planar copy is made; decoders may ignore it.
     """
 
     column: pa.Array
@@ -105,6 +110,7 @@ class FieldBatch:
     path: str | None = None
     on_failure: Callable[[DecodeRequest, str], None] | None = None
     output_arena: OutputArena | None = None
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):

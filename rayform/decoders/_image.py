@@ -28,6 +28,7 @@ from rayform.decoders._requests import RequestArrays, output_row_matrix
 from rayform.decoders._tensor_rows import TensorRows
 from rayform.media._image import (
     decode_image_planes,
+    decode_jpeg_into,
     decode_jpeg_planes_into,
     jpeg_planes_shape,
     require_image_backend,
@@ -69,7 +70,8 @@ class ImageDecoder(ColumnDecoder):
             if arena is not None and isinstance(requests, RequestArrays):
                 shared = partial(arena.rows, requests.sample_positions)
             return _decode_rows(reader, rows, windowed=batch.is_windowed, shared=shared,
-                                report=lambda i, why: batch.report_failure(requests[i], why))
+                                report=lambda i, why: batch.report_failure(requests[i], why),
+                                channels_last=batch.channels_last)
         out: list[torch.Tensor | None] = []
         for request in requests:
             taken = batch.take_output_rows(request)
@@ -90,24 +92,30 @@ SharedRows = Callable[[tuple[int, ...]], tuple[torch.Tensor, npt.NDArray[np.int6
 
 def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
                  report: Callable[[int, str], object],
-                 shared: SharedRows | None = None) -> Sequence[torch.Tensor | None]:
+                 shared: SharedRows | None = None,
+                 channels_last: bool = False) -> Sequence[torch.Tensor | None]:
     blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
         shape = shapes.pop()
         if shape is not None:
             return _decode_into_slab(blobs, rows, shape, windowed=windowed, report=report,
-                                     shared=shared)
+                                     shared=shared, channels_last=channels_last)
     return _decode_one_by_one(reader, rows, windowed=windowed, report=report)
 
 
 def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
                       shape: tuple[int, int, int], *, windowed: bool,
                       report: Callable[[int, str], object],
-                      shared: SharedRows | None) -> Sequence[torch.Tensor | None]:
+                      shared: SharedRows | None,
+                      channels_last: bool = False) -> Sequence[torch.Tensor | None]:
     """Every output frame decoded (or, for a repeated row, copied) into its slot of one pooled
     ``[N, T, C, H, W]`` buffer; request ``i`` gets slot ``i`` (``[T, C, H, W]`` windowed, else
     ``[C, H, W]``), or ``None`` when one of its frames is missing or undecodable (reported).
+
+    With ``channels_last`` the buffer is ``[N, T, H, W, C]``, decoded into as libjpeg-turbo writes
+    pixels (no planar split), and the results are ``[…, C, H, W]`` views of it
+    (``torch.channels_last`` memory).
 
     When every request decoded, the result is :class:`TensorRows` over the buffer (``[N, C, H, W]``
     or ``[N, T, C, H, W]``), so that a batching dataset cuts batches from it (a view for
@@ -116,16 +124,22 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
     requests' (scattered) rows of the
     block's one buffer, when it can."""
     n, width = rows.shape
-    got = None if shared is None else shared((width, *shape))
+    channels, height, across = shape
+    slot_shape = (height, across, channels) if channels_last else shape
+    decode_into = decode_jpeg_into if channels_last else decode_jpeg_planes_into
+    got = None if shared is None else shared((width, *slot_shape))
     targets: npt.NDArray[np.int64] | None = None
     if got is None:
-        frame_bytes = shape[0] * shape[1] * shape[2]
-        tensor = torch.from_numpy(FRAME_POOL.take(n * width * frame_bytes).reshape(n, width, *shape))
+        frame_bytes = channels * height * across
+        tensor = torch.from_numpy(FRAME_POOL.take(n * width * frame_bytes)
+                                  .reshape(n, width, *slot_shape))
         slots = list(range(n))
     else:
         tensor, targets = got
         slots = targets.tolist()
     slab: npt.NDArray[np.uint8] = tensor.numpy()
+    if channels_last:
+        tensor = tensor.permute(0, 1, 4, 2, 3)  # [N, T, C, H, W] views of [N, T, H, W, C]
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
     failures: dict[int, str] = {}
     complete = np.ones(n, dtype=np.bool_)
@@ -134,8 +148,8 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
             slot = slab[slots[i], t]
             if row not in first:
                 blob = blobs[row]
-                ok = blob is not None and (decode_jpeg_planes_into(blob, slot)
-                                           or _pillow_into(blob, slot))
+                ok = blob is not None and (decode_into(blob, slot)
+                                           or _pillow_into(blob, slot, channels_last))
                 first[row] = slot if ok else None
                 if blob is not None and not ok:
                     failures[row] = f"batch row {row}: the image bytes cannot be decoded"
@@ -157,12 +171,15 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
             for slot, ok in zip(slots, complete.tolist(), strict=True)]
 
 
-def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8]) -> bool:
+def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8], channels_last: bool) -> bool:
     """A JPEG simplejpeg refused (slightly damaged): Pillow may still read it."""
     planes = decode_image_planes(blob, use_simplejpeg=False)
-    if planes is None or planes.shape != slot.shape or planes.dtype != slot.dtype:
+    if planes is None or planes.dtype != slot.dtype:
         return False
-    np.copyto(slot, planes)
+    image = planes.transpose(1, 2, 0) if channels_last else planes
+    if image.shape != slot.shape:
+        return False
+    np.copyto(slot, image)
     return True
 
 

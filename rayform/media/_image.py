@@ -137,6 +137,24 @@ def decode_jpeg_planes_into(data: bytes | memoryview, out: npt.NDArray[np.uint8]
     return True
 
 
+def decode_jpeg_into(data: bytes | memoryview, out: npt.NDArray[np.uint8]) -> bool:
+    """Decode a JPEG into the interleaved ``uint8`` array ``out`` (``[H, W, C]``, C-contiguous).
+
+    ``out`` has the shape of :func:`jpeg_planes_shape` with the channels last: the layout
+    libjpeg-turbo writes, so the pixels are written once, straight into ``out`` (as cheap as a
+    bare decode; :func:`decode_jpeg_planes_into` pays a planar split on top). Returns ``False``
+    when simplejpeg cannot decode the data or the image is not ``out``'s shape (``out`` is then
+    undefined).
+    """
+    jpeg = _jpeg_lib()
+    channels = out.shape[2]
+    try:
+        got = jpeg.decode_jpeg(data, colorspace="GRAY" if channels == 1 else "RGB", buffer=out)
+    except ValueError:
+        return False
+    return tuple(got.shape) == tuple(out.shape)
+
+
 _scratch = threading.local()
 
 

@@ -23,8 +23,10 @@ from rayform.dataloader import (
     NumericDecoder,
     RerunIterableDataset,
     SampleShuffle,
+    VideoFrameDecoder,
 )
 from rayform.dataloader._block_columns import ListColumn, StackedColumn, field_column
+from rayform.dataloader._iterable_dataset import fetch_threads
 from rayform.decoders import TensorRows
 from rayform.media._image import decode_image
 
@@ -186,3 +188,57 @@ def test_batches_cross_worker_processes_intact(cams: DatasetEntry) -> None:
             got[int(step)] = batch["image"][i]
     assert sorted(got) == sorted(want)
     assert all(torch.equal(got[k], want[k]) for k in want)
+
+
+@pytest.mark.parametrize("strategy", [NoShuffle(), SampleShuffle(), BlockShuffle(buffer_size=3)])
+def test_batched_images_are_channels_last_unless_a_collate_fn_is_given(cams: DatasetEntry,
+                                                                       strategy: Any) -> None:
+    """Batches cut from the columns are torch.channels_last [N, C, H, W] (decoded as the JPEG
+    library writes pixels, no planar copy), also when gathered across blocks; with a collate_fn
+    the per-sample images stay planar [C, H, W]."""
+    batches = list(_make(cams, shuffle_strategy=strategy, fetch_block_size=8, batch_size=5,
+                         decode_threads=2))
+    for batch in batches:
+        image = batch["image"]
+        assert image.is_contiguous(memory_format=torch.channels_last) or len(image) == 1
+        assert image.stride(1) == 1
+    seen: list[torch.Tensor] = []
+
+    def collate(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        seen.extend(sample["image"] for sample in samples)
+        return samples
+
+    planar = list(_make(cams, shuffle_strategy=strategy, fetch_block_size=8, batch_size=5,
+                        decode_threads=2, collate_fn=collate))
+    assert sum(len(b) for b in planar) == 2 * NUM_FRAMES
+    assert all(image.is_contiguous() for image in seen)
+
+
+def test_windowed_jpeg_batches_equal_dataloader_batching(cams: DatasetEntry) -> None:
+    fields = {"image": Field(CAM, ImageDecoder(), window=(-2, -1, 0)),
+              "step": Field(STEP, NumericDecoder())}
+    for strategy in (NoShuffle(), SampleShuffle(), BlockShuffle(buffer_size=3)):
+        def make(strategy: Any = strategy, **kwargs: Any) -> RerunIterableDataset:
+            return RerunIterableDataset(DataSource(cams), "frame_index", fields,
+                                        shuffle_strategy=strategy, fetch_block_size=7,
+                                        decode_threads=2, **kwargs)
+
+        want = list(DataLoader(make(), batch_size=4))
+        got = list(DataLoader(make(batch_size=4), batch_size=None))
+        assert len(got) == len(want) > 0
+        for g, w in zip(got, want, strict=True):
+            assert g["image"].shape == w["image"].shape and g["image"].shape[1:] == (3, 3, 12, 16)
+            assert torch.equal(g["image"], w["image"]) and torch.equal(g["step"], w["step"])
+            assert g["image"].stride(2) == 1, "channels last"
+
+
+def test_image_fields_prepare_two_blocks_at_once() -> None:
+    """Image decoders are thread-safe, so the next block resolves while this one decodes, in any
+    order; numeric-only fields (work under the GIL) and video read in order stay one at a time."""
+    numeric = {"step": Field(STEP, NumericDecoder())}
+    video = {"video": Field("/v:VideoStream:sample", VideoFrameDecoder())}
+    assert fetch_threads(FIELDS, shuffled_blocks=False) == 2
+    assert fetch_threads(FIELDS, shuffled_blocks=True) == 2
+    assert fetch_threads(numeric, shuffled_blocks=True) == 1
+    assert fetch_threads({**FIELDS, **video}, shuffled_blocks=False) == 1
+    assert fetch_threads({**FIELDS, **video}, shuffled_blocks=True) == 2

@@ -62,8 +62,9 @@ def test_fetch_decode_and_collate_spans(robots_dataset: DatasetEntry, spans: obj
     assert 0 < names.count("rayform.fetch") == names.count("rayform.decode") <= blocks
     assert names.count("rayform.collate") == len(batches)
     assert names.count("epoch 0") == 1
-    fetch = next(s for s in finished if s.name == "rayform.fetch")
-    assert fetch.attributes["rayform.num_samples"] == 16
+    # Two blocks may be fetched at once (image fields), so spans finish in either order.
+    fetched = [s.attributes["rayform.num_samples"] for s in finished if s.name == "rayform.fetch"]
+    assert max(fetched) == 16 and sum(fetched) == len(ds)
     epoch = next(s for s in finished if s.name == "epoch 0")
     collate = [s for s in finished if s.name == "rayform.collate"]
     assert all(s.parent is not None and s.parent.span_id == epoch.context.span_id

@@ -209,3 +209,50 @@ def test_jpegs_of_one_size_come_back_as_rows_of_one_buffer() -> None:
     assert isinstance(windows, TensorRows) and windows.tensor.shape == (2, 2, 3, 12, 10)
     partial = _decode(_column([*blobs, None]), [[0], [3]], windowed=False)
     assert not isinstance(partial, TensorRows) and partial[1] is None and partial[0] is not None
+
+
+@pytest.mark.parametrize(("h", "w"), [(12, 10), (37, 53)])
+def test_jpegs_decoded_channels_last_are_views_of_interleaved_pixels(h: int, w: int) -> None:
+    """FieldBatch.channels_last: [C, H, W] (windowed [T, C, H, W]) views of [H, W, C] memory,
+    pixel-equal to Pillow, for colour and grey JPEGs; damaged bytes are still reported."""
+    pytest.importorskip("simplejpeg")
+    for grey in (False, True):
+        blobs = [_encode(_scene(h, w, k)[..., 0] if grey else _scene(h, w, k), "JPEG",
+                         quality=90) for k in range(3)]
+        requests = [DecodeRequest(i, "s", i, (k,), (k,)) for i, k in enumerate((2, 0, 1))]
+        out = ImageDecoder().decode(FieldBatch(column=_column(blobs), channels_last=True),
+                                    requests)
+        channels = 1 if grey else 3
+        assert isinstance(out, TensorRows) and out.tensor.shape == (3, channels, h, w)
+        assert out.tensor.stride()[1:] == (1, w * channels, channels), "interleaved memory"
+        for i, k in enumerate((2, 0, 1)):
+            pixels = decode_image(blobs[k], use_simplejpeg=False)
+            assert pixels is not None
+            assert np.array_equal(out[i].numpy(), pixels.transpose(2, 0, 1))
+        windowed = [DecodeRequest(i, "s", i, (0, 1), (0, 1)) for i in range(2)]
+        windows = ImageDecoder().decode(
+            FieldBatch(column=_column(blobs), is_windowed=True, channels_last=True), windowed)
+        assert isinstance(windows, TensorRows) and windows.tensor.shape == (2, 2, channels, h, w)
+        assert windows.tensor.stride(2) == 1
+        assert torch.equal(windows[1], torch.stack([out[1], out[2]]))
+    bad = [_encode(_scene(h, w, 0), "JPEG", quality=90)]
+    bad.append(bad[0][: len(bad[0]) // 3])  # truncated: neither simplejpeg nor Pillow reads it
+    failures: list[str] = []
+    got = ImageDecoder().decode(
+        FieldBatch(column=_column(bad), channels_last=True,
+                   on_failure=lambda request, why: failures.append(why)),
+        [DecodeRequest(i, "s", i, (i,), (i,)) for i in range(2)])
+    assert not isinstance(got, TensorRows) and got[1] is None and got[0] is not None
+    assert len(failures) == 1
+
+
+def test_decode_jpeg_into_refuses_a_buffer_of_another_shape() -> None:
+    pytest.importorskip("simplejpeg")
+    blob = _encode(_scene(20, 30, 1), "JPEG", quality=90)
+    out = np.empty((20, 30, 3), dtype=np.uint8)
+    assert image_module.decode_jpeg_into(blob, out)
+    pixels = decode_image(blob, use_simplejpeg=False)
+    assert pixels is not None and np.array_equal(out, pixels)
+    for shape in ((20, 22, 3), (24, 30, 3), (10, 30, 3)):
+        assert not image_module.decode_jpeg_into(blob, np.empty(shape, dtype=np.uint8)), shape
+    assert not image_module.decode_jpeg_into(b"\xff\xd8 not a jpeg", out)
