@@ -79,6 +79,7 @@ from rayform.recording._columns import (
 )
 from rayform.recording._declared import declared_property
 from rayform.recording._file import PropertyValue
+from rayform.storage import open_store
 
 ACTION_KEY = "action"
 ACTION_PAD_KEY = ACTION_KEY + IS_PAD_SUFFIX
@@ -162,10 +163,15 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self.horizon = horizon
         self.seed = seed
         self.edge = check_edge(edge)
-        catalog = Catalog.open(slice_.catalog_url)
-        # A remote slice's recordings start downloading now, beside the metadata reads below
-        # (bounded read-ahead into the verified cache; a local catalog ignores the hint).
-        catalog.store.prefetch(o for s in slice_.segments for o in s.objects)
+        # A remote slice's metadata files (at once) and recordings start downloading now, before
+        # the catalog's own files are read (bounded read-ahead into the verified cache; a local
+        # catalog ignores the hints). Safe before ``catalog.json`` is checked: objects are named
+        # by the sha256 the slice's verified content lists, each checked on arrival, and the
+        # metadata responses are parsed and checked by the reads below as usual.
+        store = open_store(slice_.catalog_url)
+        store.prefetch_metadata(slice_.metadata_keys())
+        store.prefetch(o for s in slice_.segments for o in s.objects)
+        catalog = Catalog(store)
         view = slice_.view(catalog)
         records = {r.segment_id: r for r in view.segment_records()}
         timeline = _temporal_timeline(view, opts.timeline, {

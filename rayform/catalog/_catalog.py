@@ -23,7 +23,7 @@ from rayform.catalog._metadata import CatalogMeta, EntryMeta
 from rayform.catalog._query import QueryPlane
 from rayform.catalog._registration import schema_to_text
 from rayform.catalog._table_entry import TableEntry
-from rayform.catalog._versions import entry_prefix
+from rayform.catalog._versions import entry_key, entry_prefix
 from rayform.errors import (
     CatalogNotFoundError,
     CorruptMetadataError,
@@ -102,7 +102,7 @@ class Catalog:
         Raises:
             CorruptMetadataError: damaged, or naming another entry (a crafted ``entry.json``).
         """
-        key = f"{entry_prefix(name)}/entry.json"
+        key = entry_key(name)
         raw = _read_or_none(self.store, key)
         if raw is None:
             return None

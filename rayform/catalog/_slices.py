@@ -24,13 +24,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, StringConstraints
 
 from rayform._digest import Digest
-from rayform.catalog._catalog import Catalog
+from rayform.catalog._catalog import CATALOG_FILE, Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, view_at_version
 from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
 from rayform.catalog._query import read_only_options
 from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._tables import entity_ranges
+from rayform.catalog._versions import entry_key, version_key
 from rayform.errors import (
     ConfigError,
     CorruptMetadataError,
@@ -39,6 +40,8 @@ from rayform.errors import (
     SegmentNotFoundError,
 )
 from rayform.recording._columns import SEGMENT_ID, TimelineKind
+from rayform.recording._names import validate_entry_name
+from rayform.storage import open_store
 from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 
 SLICES_PREFIX = "slices"
@@ -177,6 +180,16 @@ class Slice:
         lines += [f"  {s.segment_id}  {s.version}" for s in self.segments]
         return "\n".join(lines)
 
+    def metadata_keys(self) -> list[str]:
+        """The catalog files :meth:`view` reads, in order: ``catalog.json``, the dataset's entry
+        and the pinned snapshot (a remote store given them by ``Store.prefetch_metadata``
+        requests them at once: one round trip instead of three in a row)."""
+        validate_entry_name(self.dataset)
+        keys = [CATALOG_FILE, entry_key(self.dataset)]
+        if self.dataset_version >= 1:
+            keys.append(version_key(self.dataset, self.dataset_version))
+        return keys
+
     def view(self, catalog: Catalog | None = None) -> DatasetView:
         """A :class:`DatasetView` of exactly the slice's segments at their pinned versions.
 
@@ -188,7 +201,9 @@ class Slice:
                 was recreated, or the metadata was edited by hand).
         """
         if catalog is None:
-            catalog = Catalog.open(self.catalog_url)
+            store = open_store(self.catalog_url)
+            store.prefetch_metadata(self.metadata_keys())
+            catalog = Catalog(store)
         entry = catalog.dataset_meta(self.dataset)  # the pinned snapshot only: no listing
         if entry.id != self.dataset_id:
             raise CorruptMetadataError(

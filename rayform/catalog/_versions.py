@@ -30,6 +30,10 @@ def entry_prefix(name: str) -> str:
     return f"entries/{name}"
 
 
+def entry_key(name: str) -> str:
+    return f"{entry_prefix(name)}/entry.json"
+
+
 def version_key(name: str, number: int) -> str:
     return f"{entry_prefix(name)}/versions/{number:012d}.json"
 

@@ -10,7 +10,9 @@ Layout under ``RAYFORM_CACHE_DIR`` (default ``~/.cache/rayform``)::
 Every file appears by an atomic rename of a complete, hash-checked temporary file, so a reader never
 sees a torn file, and two processes (or two machines sharing the folder over NFS) fetching the same
 object at once both end with the same bytes. A cached object is hashed again the first time each
-process opens it; a corrupt one is deleted and fetched again. A failed download leaves nothing.
+process opens it (whichever ``ObjectCache`` of the process opens it: a catalog opened again for the
+next epoch does not hash its data again); a corrupt one is deleted and fetched again. A failed
+download leaves nothing.
 """
 
 from __future__ import annotations
@@ -36,6 +38,22 @@ from rayform.storage._store import sha256_file
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
+
+# Cached objects this process has hashed (or downloaded and hashed), by path: the file's
+# (device, inode, size, mtime) when it matched its name. One entry (~200 bytes) per object read,
+# at most _VERIFIED_MAX: past that the memo starts afresh (objects are then hashed once more).
+_VERIFIED: dict[str, tuple[int, int, int, int]] = {}
+_VERIFIED_MAX = 200_000
+
+
+def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def _remember_verified(path: Path, st: os.stat_result) -> None:
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[str(path)] = _stamp(st)
 
 
 def default_cache_dir() -> Path:
@@ -94,7 +112,6 @@ class ObjectCache:
                 f"cache folder {self.root} is a file, not a folder; point {CACHE_ENV} at a folder "
                 "(or unset it to use ~/.cache/rayform)"
             )
-        self._verified: dict[str, tuple[int, int, int]] = {}
         self._swept = False
 
     def __repr__(self) -> str:
@@ -148,15 +165,14 @@ class ObjectCache:
             st = path.stat()
         except FileNotFoundError:
             return None
-        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
-        if self._verified.get(digest) == stamp:
+        if _VERIFIED.get(str(path)) == _stamp(st):
             return path
         if sha256_file(path) != digest:
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()  # corrupt: readers holding it open keep their inode
-            self._verified.pop(digest, None)
+            _VERIFIED.pop(str(path), None)
             return None
-        self._verified[digest] = stamp
+        _remember_verified(path, st)
         return path
 
     def read_bytes(self, digest: str) -> bytes | None:
@@ -225,7 +241,7 @@ class ObjectCache:
             os.chmod(tmp, 0o444)
             os.replace(tmp, path)  # atomic: readers see no file or the whole file
             st = path.stat()
-        self._verified[digest] = (st.st_ino, st.st_size, st.st_mtime_ns)
+        _remember_verified(path, st)
         return path
 
     def add_file(self, src: Path, digest: str) -> Path:
@@ -323,6 +339,15 @@ class MetadataCache:
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError, UnicodeDecodeError):
             return None
         return self.cache.read_bytes(digest) if is_digest(digest) else None
+
+    def has_in_any_space(self, name: str) -> bool:
+        """True when some ``keys@…`` space of this catalog URL holds ``name`` (an immutable file
+        cached under the catalog's identity; without knowing which identity is current)."""
+        try:
+            spaces = [p.name for p in self.dir.iterdir() if p.name.startswith("keys@")]
+        except (FileNotFoundError, NotADirectoryError):
+            return False
+        return any(self._pointer(space, name).is_file() for space in spaces)
 
     def put(self, space: str, name: str, data: bytes) -> None:
         digest = self.cache.put_bytes(data)

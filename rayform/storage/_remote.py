@@ -20,6 +20,7 @@ from pathlib import Path
 from rayform._paths import component_problem
 from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
+from rayform.storage._early import EarlyReads
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
 from rayform.storage._store import Store, object_key, sha256_file
@@ -86,6 +87,7 @@ class RemoteStore(Store):
         self.meta = MetadataCache(self.cache, self.url)
         self._namespace: str | None = None
         self._prefetcher: ObjectPrefetcher | None = None
+        self._early = EarlyReads(self._get)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}, cache={str(self.cache.root)!r})"
@@ -128,6 +130,7 @@ class RemoteStore(Store):
 
     def _read_metadata(self, key: str) -> bytes:
         space = self._space(key)
+        early = self._early.take(key)
         if is_immutable_key(key):
             cached = self.meta.get(space, key)
             if cached is not None:
@@ -137,9 +140,21 @@ class RemoteStore(Store):
             if cached is None:
                 raise self._offline(f"metadata file {key!r}")
             return cached
-        data = self.retry.run(lambda: self.transport.get(key), what=f"GET {self.url}/{key}")
+        data = early.result() if early is not None else self._get(key)
         self._remember(space, key, data)
         return data
+
+    def _get(self, key: str) -> bytes:
+        return self.retry.run(lambda: self.transport.get(key), what=f"GET {self.url}/{key}")
+
+    def prefetch_metadata(self, keys: Iterable[str]) -> None:
+        """Request the metadata files ``keys`` at once in the background: the next read of each
+        takes that response (see :class:`~rayform.storage._early.EarlyReads`). An immutable file
+        this catalog's cache already holds is skipped; nothing offline."""
+        if self.is_offline():
+            return
+        self._early.start(k for k in keys
+                          if not (is_immutable_key(k) and self.meta.has_in_any_space(k)))
 
     def _remember(self, space: str, key: str, data: bytes) -> None:
         """Cache a metadata file for offline use; a cache folder deleted meanwhile is recreated

@@ -75,6 +75,11 @@ class Store(ABC):
         downloads them in the background, bounded; a local one has nothing to do)."""
         return None
 
+    def prefetch_metadata(self, keys: Iterable[str]) -> None:
+        """Hint that the metadata files ``keys`` will be read next (a remote store requests them
+        at once, so that reads one after another cost one round trip; a local one does nothing)."""
+        return None
+
     @abstractmethod
     def object_path(self, digest: str) -> Path:
         """A local, read-only path of the object's bytes (fetched into the cache if remote)."""

@@ -158,3 +158,30 @@ def test_an_iterable_pass_reads_its_segments_ahead_in_block_order(
     want = list(local)
     assert len(got) == len(want)
     assert all(torch.equal(a["q"], b["q"]) for a, b in zip(got, want, strict=True))
+
+
+def test_a_remote_episode_dataset_starts_downloading_before_it_reads_the_catalog(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    """The slice names its objects: their downloads need not wait for ``catalog.json`` (one
+    round trip less before the first batch). Shown by a catalog whose ``catalog.json`` is gone
+    once the slice is read: the dataset fails, but its objects were already on their way."""
+    made = rayform.Client(local_catalog).slices.create("robots")
+    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    (Path(local_catalog.url) / "catalog.json").unlink()
+    with pytest.raises(rayform.errors.CatalogNotFoundError, match=r"catalog\.json"):
+        rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
+    wait_for_gets(https_catalog, made.objects())
+    assert https_catalog.log.refetched() == []
+
+
+def test_a_remote_episode_dataset_reads_each_metadata_file_once(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    """The catalog files the dataset needs are requested together, early; each read takes its
+    early response, so nothing is requested twice."""
+    made = rayform.Client(local_catalog).slices.create("robots")
+    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    before = len(https_catalog.log.gets)
+    ds = rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
+    assert len(ds) > 0
+    metadata = [p for p in https_catalog.log.gets[before:] if "/objects/" not in p]
+    assert sorted(p.rsplit("/cat/", 1)[1] for p in metadata) == sorted(remote.metadata_keys())
