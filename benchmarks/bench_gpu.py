@@ -10,9 +10,10 @@ Run ``python benchmarks/bench_gpu.py`` (``BENCH_QUICK=1`` for a short run). Two 
    for the next batch (target <= 5 %).
 2. **Host-core scaling**: the JPEG standard sample (state, action window, JPEG camera) through
    the iterable dataset on 1, 2, 4, … cores (a child process pinned with ``sched_setaffinity``,
-   ``taskset``'s call, decode threads = cores), ``num_workers=0`` and ``num_workers=cores`` with
-   ``PooledBatchCollator``, with samples/s and efficiency per core (samples/s per core over the
-   1-core figure).
+   ``taskset``'s call), ``num_workers=0`` with decode threads = cores and ``num_workers=cores``
+   (persistent) with ``PooledBatchCollator`` and the default decode threads (the cores shared
+   among the workers), with samples/s and efficiency per core (samples/s per core over the
+   1-core figure), start-up included, and again counted from the first batch on.
 """
 
 from __future__ import annotations
@@ -103,15 +104,22 @@ from rayform.dataloader import DataSource, PooledBatchCollator, RerunIterableDat
 wl = w.load(Path(sys.argv[3]), w.Spec())
 ds = RerunIterableDataset(DataSource(wl.dataset), w.INDEX, w.jpeg_fields(),
                           timeline_sampling=w.SAMPLING, shuffle_strategy=SampleShuffle(),
-                          decode_threads=cores)
-n = 0
+                          decode_threads=None if workers else cores)
+n = first_n = 0
 t0 = time.perf_counter()
 collate = PooledBatchCollator() if workers else None
-for batch in DataLoader(ds, batch_size=w.BATCH, num_workers=workers, collate_fn=collate):
-    n += len(batch["state"])
-    if n >= {samples}:
-        break
-print(json.dumps({{"rate": n / (time.perf_counter() - t0)}}))
+loader = DataLoader(ds, batch_size=w.BATCH, num_workers=workers, collate_fn=collate,
+                    persistent_workers=workers > 0)
+while n < {samples}:
+    for batch in loader:
+        n += len(batch["state"])
+        if not first_n:
+            first_n, t_first = n, time.perf_counter()
+        if n >= {samples}:
+            break
+t_end = time.perf_counter()
+print(json.dumps({{"rate": n / (t_end - t0), "steady": (n - first_n) / (t_end - t_first),
+                  "first_s": t_first - t0}}))
 """
 
 
@@ -131,11 +139,15 @@ def scaling(verdicts: w.Verdicts, root: Path) -> None:
                                   env={**os.environ})
             if done.returncode:
                 raise RuntimeError(f"scaling run on {cores} cores failed:\n{done.stderr[-2000:]}")
-            rate = json.loads(done.stdout.strip().splitlines()[-1])["rate"]
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            rate, steady = got["rate"], got["steady"]
             base.setdefault(label, rate)
+            base.setdefault(label + " steady", steady)
             efficiency = rate / cores / base[label]
             print(f"  {cores:>3} cores, {label:<18} {rate:>10,.0f} samples/s   "
-                  f"{rate / cores:>8,.0f} per core   efficiency {efficiency:5.2f}")
+                  f"{rate / cores:>8,.0f} per core   efficiency {efficiency:5.2f}   "
+                  f"(after the first batch, at {got['first_s'] * 1e3:,.0f} ms: {steady:,.0f}/s, "
+                  f"efficiency {steady / cores / base[label + ' steady']:.2f})")
 
 
 def main() -> int:

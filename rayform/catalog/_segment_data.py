@@ -56,10 +56,19 @@ class ColumnRows:
         return np.where(hit, pos, -1)
 
 
+def one_array(arr: pa.ChunkedArray) -> pa.Array:
+    """The rows as one array: the chunk itself, zero-copy, when they lie in one chunk (an entity's
+    rows in a recording file are one record batch); concatenated otherwise. A copy would give
+    every process that reads the segment (each DataLoader worker) its own copy of the column."""
+    if arr.num_chunks == 1:
+        return arr.chunk(0)
+    return arr.combine_chunks()
+
+
 def index_to_int64(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
     """View an int64 / timestamp[ns] / duration[ns] Arrow array as int64 numpy (nulls not allowed)."""
     if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
+        arr = one_array(arr)
     if not pa.types.is_int64(arr.type):
         arr = arr.view(pa.int64()) if arr.type.bit_width == 64 else arr.cast(pa.int64())
     out: npt.NDArray[np.int64] = arr.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
@@ -121,15 +130,15 @@ class SegmentData:
             block = header.static_entities.get(entity)
             if block is not None:
                 part = table.column(column).slice(block.start, block.stop - block.start)
-                part = part.combine_chunks().drop_null()
+                part = one_array(part).drop_null()
                 if len(part):
                     static = part.slice(len(part) - 1)
             block = header.entities.get(entity)
             if block is None or timeline not in table.column_names:
                 continue
             n = block.stop - block.start
-            comp = table.column(column).slice(block.start, n).combine_chunks()
-            idx = table.column(timeline).slice(block.start, n).combine_chunks()
+            comp = one_array(table.column(column).slice(block.start, n))
+            idx = one_array(table.column(timeline).slice(block.start, n))
             keep = pc.and_(comp.is_valid(), idx.is_valid())
             if keep.false_count:
                 comp = comp.filter(keep)

@@ -27,7 +27,7 @@ import uuid
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -63,9 +63,11 @@ class Slot:
         return self.buffer[HEADER_BYTES:HEADER_BYTES + nbytes].view(dtype).view(shape)
 
 
-@dataclass(frozen=True, slots=True)
-class PooledLeaf:
-    """A batch tensor that lives in a slot: what travels instead of its bytes."""
+class PooledLeaf(NamedTuple):
+    """A batch tensor that lives in a slot: what travels instead of its bytes.
+
+    A named tuple rather than a frozen dataclass: several travel with every batch, and a tuple
+    pickles and unpickles without a ``__setstate__`` call per leaf."""
 
     slot_id: int
     dtype: torch.dtype
@@ -132,9 +134,13 @@ class SlotPool:
         return slot
 
     def _allocate(self, nbytes: int) -> Slot:
-        buffer = torch.zeros(HEADER_BYTES + max(nbytes, 1), dtype=torch.uint8)
-        buffer.share_memory_()  # type: ignore[no-untyped-call]
+        # Made in shared memory straight away, as default_collate does in a worker: a heap
+        # tensor's share_memory_() would fill it with zeros and then copy it there.
+        storage = torch.UntypedStorage._new_shared(  # type: ignore[no-untyped-call]
+            HEADER_BYTES + max(nbytes, 1))
+        buffer = torch.empty(0, dtype=torch.uint8).set_(storage)
         state = buffer[:8].numpy().view(np.int64)
+        state[0] = FREE
         self._next_id += 1
         return Slot(slot_id=self._next_id, buffer=buffer, state=state)
 
@@ -174,7 +180,9 @@ class WireBatch:
 @dataclass(slots=True)
 class _ReceivedPool:
     pid: int
-    buffers: dict[int, npt.NDArray[np.uint8]] = field(default_factory=dict)
+    # slot id -> (the slot's bytes, its state word): mapped once, viewed by every batch
+    buffers: dict[int, tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64]]] = field(
+        default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -199,12 +207,13 @@ def receive_batch(pool_id: str, pid: int, new_slots: dict[int, torch.Tensor], re
     for slot_id in retired:
         pool.buffers.pop(slot_id, None)
     for slot_id, buffer in new_slots.items():
-        pool.buffers[slot_id] = buffer.numpy()
+        raw = buffer.numpy()
+        pool.buffers[slot_id] = (raw, raw[:8].view(np.int64))
         receiver_counters.slots += 1
     values = []
     for leaf in leaves:
         if isinstance(leaf, PooledLeaf):
-            values.append(_view(pool.buffers[leaf.slot_id], leaf))
+            values.append(_view(*pool.buffers[leaf.slot_id], leaf))
             receiver_counters.pooled_leaves += 1
         else:
             values.append(leaf)
@@ -212,20 +221,33 @@ def receive_batch(pool_id: str, pid: int, new_slots: dict[int, torch.Tensor], re
     return assemble(structure, values)
 
 
-def _view(buffer: npt.NDArray[np.uint8], leaf: PooledLeaf) -> torch.Tensor:
+def _view(buffer: npt.NDArray[np.uint8], state: npt.NDArray[np.int64], leaf: PooledLeaf
+          ) -> torch.Tensor:
     itemsize = _itemsize(leaf.dtype)
     nbytes = _numel(leaf.shape) * itemsize
     raw = buffer[HEADER_BYTES:HEADER_BYTES + nbytes]
-    try:
-        np_dtype = torch.empty(0, dtype=leaf.dtype).numpy().dtype
-        stand_in = False
-    except TypeError:
-        np_dtype, stand_in = np.dtype(_NUMPY_STAND_IN[itemsize]), True
+    np_dtype, stand_in = _numpy_dtype(leaf.dtype)
     array = raw.view(np_dtype).reshape(leaf.shape)
     # The finalizer fires when the last tensor or view of this batch's array is gone.
-    weakref.finalize(array, _release, buffer[:8].view(np.int64), leaf.token).atexit = False
+    weakref.finalize(array, _release, state, leaf.token).atexit = False
     tensor = torch.from_numpy(array)
     return tensor.view(leaf.dtype) if stand_in else tensor
+
+
+_NUMPY_DTYPES: dict[torch.dtype, tuple[np.dtype[Any], bool]] = {}
+
+
+def _numpy_dtype(dtype: torch.dtype) -> tuple[np.dtype[Any], bool]:
+    """The numpy dtype that views a slot's bytes as ``dtype``, and whether it is a same-sized
+    stand-in (dtypes numpy cannot hold), worked out once per dtype."""
+    known = _NUMPY_DTYPES.get(dtype)
+    if known is None:
+        try:
+            known = (torch.empty(0, dtype=dtype).numpy().dtype, False)
+        except TypeError:
+            known = (np.dtype(_NUMPY_STAND_IN[_itemsize(dtype)]), True)
+        _NUMPY_DTYPES[dtype] = known
+    return known
 
 
 def _release(state: npt.NDArray[np.int64], token: int) -> None:

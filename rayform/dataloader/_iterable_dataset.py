@@ -50,10 +50,14 @@ from rayform.dataloader._shuffle import (
 )
 from rayform.dataloader._skipping import DEFAULT_MAX_CONSECUTIVE_SKIPPED, check_max_skipped
 from rayform.dataloader._stable_order import StableOrder
+from rayform.dataloader._worker_process import settle_worker_process
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.errors import ConfigError
 
 STATE_FORMAT = "rayform.RerunIterableDataset/1"
+FIRST_FETCH_SAMPLES = 32
+"""Samples in a worker's first decode of a pass when the dataset does not batch (DataLoader's
+batch size is not known here; 32 is the usual one)."""
 Decoded = TypeVar("Decoded")
 
 
@@ -86,7 +90,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         shuffle_strategy: :class:`SampleShuffle` (default), :class:`BlockShuffle` or
             :class:`NoShuffle`.
         decode_threads: decode threads per process (``None``: one per CPU up to 8 in the main
-            process, 1 inside a DataLoader worker).
+            process; inside a DataLoader worker, the CPUs divided among the workers, at
+            least 1).
         max_consecutive_skipped_samples: give up after this many incomplete samples in a row
             (``None``: never).
         edge: ``"trim"`` or ``"pad"`` (see :data:`~rayform.dataloader.EdgeMode`).
@@ -174,6 +179,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         blocks_at_once = fetch_threads(fields, shuffled_blocks=shuffled)
         self._prefetch = ThreadPool(blocks_at_once, name="rayform-fetch", background=True)
         self._pipeline.concurrent_blocks = blocks_at_once
+        self._first_block_cut = all(f.decode.decode_concurrency != "field"
+                                    for f in fields.values())
 
     @classmethod
     def from_manifest(cls, manifest: Manifest, source: DataSource, fields: dict[str, Field], *,
@@ -303,6 +310,7 @@ class RerunIterableDataset(IterableDataset[Sample]):
 
     # ------------------------------------------------------------------------ iteration
     def __iter__(self) -> Iterator[Any]:
+        settle_worker_process()
         position = StreamPosition.current()
         stream = self._order.stream(self._pipeline, position, epoch=self._epoch,
                                     start=self._resume_position)
@@ -311,18 +319,31 @@ class RerunIterableDataset(IterableDataset[Sample]):
             return self._run_batches(stream, position, self._batch_size)
         return self._run(stream, position)
 
-    def _blocks(self, stream: ProcessStream) -> tuple[npt.NDArray[np.int64],
-                                                      list[npt.NDArray[np.int64]]]:
-        """What this pass still consumes (emission order) and its fetch blocks."""
+    def _blocks(self, stream: ProcessStream, pos: StreamPosition
+                ) -> tuple[npt.NDArray[np.int64], list[npt.NDArray[np.int64]]]:
+        """What this pass still consumes (emission order) and its fetch blocks.
+
+        In a DataLoader worker, whose pass starts anew every epoch and decodes on one thread, a
+        first block that holds the first sample to emit is decoded in two parts: a batch's worth
+        (``batch_size``, else :data:`FIRST_FETCH_SAMPLES`) first, so the first batch leaves after
+        that many decodes rather than a whole block's, then the rest. Which samples come out, and
+        in which order, does not depend on how blocks are cut; blocks that decode a whole field
+        at once (video: shared GOPs) are never cut.
+        """
         todo = stream.emission[stream.start:]
         needed = np.zeros(len(stream.indices), dtype=np.bool_)
         needed[todo] = True
         blocks = [np.arange(s, e, dtype=np.int64)[needed[s:e]] for s, e in stream.fetches]
-        return todo, [b for b in blocks if len(b)]
+        blocks = [b for b in blocks if len(b)]
+        first = self._batch_size or FIRST_FETCH_SAMPLES
+        if pos.in_worker and self._first_block_cut and blocks and len(blocks[0]) > first \
+                and len(todo) and int(todo[0]) in blocks[0][:first]:
+            blocks[:1] = [blocks[0][:first], blocks[0][first:]]
+        return todo, blocks
 
     def _run_batches(self, stream: ProcessStream, pos: StreamPosition, batch_size: int
                      ) -> Iterator[Any]:
-        todo, blocks = self._blocks(stream)
+        todo, blocks = self._blocks(stream, pos)
         self._consumed = self._order.position(stream, 0, pos)
 
         def consumed(count: int) -> None:
@@ -344,7 +365,7 @@ class RerunIterableDataset(IterableDataset[Sample]):
     def _run(self, stream: ProcessStream, pos: StreamPosition) -> Iterator[Sample]:
         screen = self._order.screen(self._pipeline.sample_index)
         keys = self._pipeline.keys
-        todo, blocks = self._blocks(stream)
+        todo, blocks = self._blocks(stream, pos)
         self._consumed = self._order.position(stream, 0, pos)
         consumed_here = 0
         decoded: dict[int, Sample] = {}

@@ -27,6 +27,7 @@ from rayform.dataloader._manifest_replay import manifest_sampling, replay_pipeli
 from rayform.dataloader._pipeline import SamplePipeline
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
+from rayform.dataloader._worker_process import settle_worker_process
 
 
 class RerunMapDataset(Dataset[Sample]):
@@ -38,7 +39,8 @@ class RerunMapDataset(Dataset[Sample]):
         fields: sample key -> :class:`Field`.
         timeline_sampling: the grid on timestamp / duration timelines (required there).
         decode_threads: decode threads per process (``None``: one per CPU up to 8 in the main
-            process, 1 inside a DataLoader worker).
+            process; inside a DataLoader worker, the CPUs divided among the workers, at
+            least 1).
         edge: ``"trim"`` (Rerun: windows stay inside segments) or ``"pad"`` (every grid point,
             clamped windows, ``<key>_is_pad`` masks).
         sample_metadata: add ``sample["meta"] = {"segment_id", "segment_version",
@@ -135,6 +137,7 @@ class RerunMapDataset(Dataset[Sample]):
         else:
             samples = self._pipeline.process(self._global(indices))
         if self._read_ahead_pid != os.getpid():
+            settle_worker_process()
             self._start_read_ahead()
         return samples
 

@@ -38,7 +38,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import torch
 
-from rayform._tracing import tracing_scope
+from rayform._tracing import tracing_enabled, tracing_scope
 from rayform.catalog import DatasetView, SegmentData
 from rayform.dataloader._allocator import tune_allocator_if_asked
 from rayform.dataloader._block_columns import (
@@ -122,7 +122,8 @@ class SamplePipeline:
         index: the index timeline.
         fields: sample key -> :class:`Field`.
         sample_index: the sample space.
-        decode_threads: decode threads per process (``None``: one per CPU, 1 in a worker).
+        decode_threads: decode threads per process (``None``: one per CPU, up to 8; in a
+            DataLoader worker, the CPUs divided among the workers).
         edge: ``"trim"`` or ``"pad"`` (``<key>_is_pad`` masks for windowed fields).
         sample_metadata: add ``sample["meta"]`` (segment id and version, index value, index).
 
@@ -138,6 +139,9 @@ class SamplePipeline:
             raise ConfigError("fields must name at least one Field, e.g. "
                               "{'state': Field('/joints:Scalars:scalars', NumericDecoder())}")
         tune_allocator_if_asked()
+        # Resolved here, in the process that builds the dataset: forked DataLoader workers then
+        # inherit the tracer instead of each importing OpenTelemetry again, every epoch.
+        tracing_enabled()
         self._view = view
         self._index = index
         self._sample_index = sample_index

@@ -174,7 +174,32 @@ def _flatten(value: Any, path: str, names: list[str], leaves: list[Any]) -> Stru
     return _LEAF
 
 
+# Leaf values the flat fast path takes as they are (exact types: subclasses take the general path).
+_FLAT_LEAF_TYPES = frozenset({torch.Tensor, np.ndarray, int, float, bool, str, bytes})
+
+
+def _flatten_flat_dicts(samples: Sequence[Any]
+                        ) -> tuple[Structure, list[str], list[list[Any]]] | None:
+    """The usual batch, dicts with the same keys in the same order whose values are all leaves
+    (tensors, arrays, numbers, strings), split into columns without walking each sample;
+    ``None`` for anything else (the general path then flattens it, or names what differs)."""
+    first = samples[0]
+    if type(first) is not dict:
+        return None
+    keys = tuple(first)
+    if not all(type(s) is dict and tuple(s) == keys for s in samples):
+        return None
+    columns = [[s[k] for s in samples] for k in keys]
+    leaf_types = _FLAT_LEAF_TYPES
+    if not all(type(v) in leaf_types for column in columns for v in column):
+        return None
+    return ("dict", keys, (_LEAF,) * len(keys)), [str(k) for k in keys], columns
+
+
 def _flatten_batch(samples: Sequence[Any]) -> tuple[Structure, list[str], list[list[Any]]]:
+    flat = _flatten_flat_dicts(samples)
+    if flat is not None:
+        return flat
     names: list[str] = []
     first: list[Any] = []
     structure = _flatten(samples[0], "", names, first)
@@ -235,9 +260,10 @@ def _as_tensors(name: str, values: list[Any]) -> list[torch.Tensor] | None:
            or t.is_quantized for t in tensors):
         raise ConfigError(f"PooledBatchCollator: field {name!r} needs dense CPU tensors without "
                           "gradients (detach them, or keep them off the GPU in workers)")
-    shapes = {tuple(t.shape) for t in tensors}
-    dtypes = {t.dtype for t in tensors}
-    if len(shapes) > 1 or len(dtypes) > 1:
+    shape, dtype = head.shape, head.dtype
+    if not all(t.shape == shape and t.dtype == dtype for t in tensors):
+        shapes = {tuple(t.shape) for t in tensors}
+        dtypes = {t.dtype for t in tensors}
         raise ConfigError(
             f"PooledBatchCollator: field {name!r} has shapes {sorted(shapes)} and dtypes "
             f"{sorted(map(str, dtypes))} in one batch; each field needs one shape and dtype "

@@ -47,10 +47,23 @@ def available_cpus() -> int:
 
 
 def default_decode_threads() -> int:
-    """One per available CPU (up to 8) in the main process; 1 inside a DataLoader worker."""
-    if get_worker_info() is not None:
+    """This process's share of the CPUs, at most 8 and at least 1: all of them in the main
+    process; inside a DataLoader worker, the CPUs divided among the loader's workers and the
+    ranks on this machine (``LOCAL_WORLD_SIZE``, as ``torchrun`` sets it), so that N workers on
+    M cores run about M decode threads in all (2 workers on 16 cores: 8 each; 16 workers: 1)."""
+    cpus = available_cpus()
+    info = get_worker_info()
+    if info is not None:
+        cpus //= max(1, info.num_workers) * local_world_size()
+    return max(1, min(MAX_DEFAULT_THREADS, cpus))
+
+
+def local_world_size() -> int:
+    """Training processes on this machine: ``LOCAL_WORLD_SIZE`` when set and valid, else 1."""
+    try:
+        return max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    except ValueError:
         return 1
-    return max(1, min(MAX_DEFAULT_THREADS, available_cpus()))
 
 
 def check_decode_threads(decode_threads: int | None) -> int | None:

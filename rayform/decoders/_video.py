@@ -123,7 +123,7 @@ class VideoFrameDecoder(ColumnDecoder):
         output_format: ``"rgb"`` (uint8 tensors) or ``"yuv420p"`` (:class:`Yuv420Frame`).
         decode_threads: threads sharing a block's independent runs, the calling thread
             included (rayform's addition); ``None`` uses the process's CPUs (at most 8) in the
-            main process and 1 inside a DataLoader worker.
+            main process and, inside a DataLoader worker, the CPUs divided among the workers.
     """
 
     def __init__(

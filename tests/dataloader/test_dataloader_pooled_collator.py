@@ -191,3 +191,38 @@ def test_bad_batches_and_arguments_are_refused() -> None:
     with pytest.raises(TypeError):
         PooledBatchCollator(4)  # type: ignore[misc]
     assert pickle.loads(pickle.dumps(PooledBatchCollator(max_pool_bytes=5))).max_pool_bytes == 5
+
+
+def test_flat_dict_batches_collate_like_the_general_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dicts of plain leaves take a shortcut past the per-sample walk; the batch is the same."""
+    rng = np.random.default_rng(7)
+    samples = [{"image": torch.from_numpy(rng.integers(0, 255, (3, 4, 5), dtype=np.uint8)),
+                "pose": rng.normal(size=3).astype(np.float32), "step": i, "ok": i % 2 == 0,
+                "scale": 0.5 * i, "name": f"s{i}"} for i in range(BATCH)]
+    flat = pooled_module._flatten_flat_dicts(samples)
+    names: list[str] = []
+    structure = pooled_module._flatten(samples[0], "", names, [])
+    assert flat is not None and flat[:2] == (structure, names)
+    assert flat[2] == [[s[k] for s in samples] for k in names]
+    _as_worker(monkeypatch)
+    _assert_equal(_send(PooledBatchCollator()(samples)), default_collate(samples))
+    for other in ([{**s, "pose": {"x": 1}} for s in samples],  # nested: the general path
+                  [samples[0], {"name": "b", **{k: v for k, v in samples[1].items()
+                                                if k != "name"}}],  # other key order
+                  [samples[0], {**samples[1], "image": None}]):
+        assert pooled_module._flatten_flat_dicts(other) is None
+    with pytest.raises(ConfigError, match="sample 1 differs in structure"):
+        PooledBatchCollator()([samples[0], dict(reversed(list(samples[1].items())))])
+    with pytest.raises(ConfigError, match="'image' is None"):
+        PooledBatchCollator()([samples[0], {**samples[1], "image": None}])
+
+
+def test_slots_are_made_in_shared_memory_and_start_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    _as_worker(monkeypatch)
+    collator = PooledBatchCollator()
+    wire = collator(_samples(0))
+    assert wire.new_slots and all(b.is_shared() for b in wire.new_slots.values())
+    pool = collator._pool
+    assert pool is not None
+    slot = pool._allocate(100)
+    assert slot.buffer.is_shared() and slot.is_free and slot.capacity == 100

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from dataloader_factories import GRIPPER, JOINTS
@@ -21,6 +23,8 @@ from rayform.dataloader import (
     SampleShuffle,
     StableOrder,
 )
+from rayform.dataloader._iterable_dataset import FIRST_FETCH_SAMPLES
+from rayform.dataloader._partition import StreamPosition
 
 FORK_WITH_THREADS = "ignore:This process .* is multi-threaded:DeprecationWarning"
 
@@ -107,3 +111,48 @@ def test_stable_order_is_the_same_for_0_1_and_2_workers(robots_dataset: DatasetE
                                   multiprocessing_context="fork" if w else None))
               for w in (0, 2)]
     assert orders[0] != orders[1], "the default contiguous shards do depend on num_workers"
+
+
+def _freeze_count(samples: list[Any]) -> int:
+    return gc.get_freeze_count()
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_worker_freezes_what_it_inherited_and_the_main_process_does_not(
+        robots_dataset: DatasetEntry) -> None:
+    """A forked worker's full collections skip the parent's heap (gc.freeze, once per worker)."""
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index",
+                              {"state": Field(JOINTS, NumericDecoder())})
+    before = gc.get_freeze_count()
+    counts = list(DataLoader(ds, batch_size=4, num_workers=1, collate_fn=_freeze_count,
+                             multiprocessing_context="fork"))
+    assert counts and all(c > before for c in counts)
+    list(DataLoader(ds, batch_size=4))
+    assert gc.get_freeze_count() == before
+
+
+@pytest.mark.parametrize("batch_size", [None, 5])
+def test_a_worker_decodes_a_first_batch_before_the_rest_of_its_first_block(
+        robots_dataset: DatasetEntry, batch_size: int | None) -> None:
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=64, batch_size=batch_size)
+    main, worker = StreamPosition(), StreamPosition(num_workers=1, in_worker=True)
+    stream = ds._order.stream(ds._pipeline, worker, epoch=0, start=0)
+    whole = ds._blocks(stream, main)[1]
+    todo, cut = ds._blocks(stream, worker)
+    first = batch_size or FIRST_FETCH_SAMPLES
+    assert [len(b) for b in cut[:2]] == [first, len(whole[0]) - first]
+    assert int(todo[0]) in cut[0]
+    np.testing.assert_array_equal(np.concatenate(cut), np.concatenate(whole))
+
+
+@pytest.mark.filterwarnings(FORK_WITH_THREADS)
+def test_worker_streams_with_a_cut_first_block_match_the_main_process(
+        robots_dataset: DatasetEntry) -> None:
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=64, sample_metadata=True,
+                              stable_order=StableOrder(batch_size=4))
+    runs = [_indices(DataLoader(ds, batch_size=4, num_workers=w,
+                                multiprocessing_context="fork" if w else None))
+            for w in (0, 1)]
+    assert runs[0] == runs[1] and sorted(runs[0]) == list(range(len(ds)))

@@ -14,6 +14,7 @@ from dataloader_factories import CAMERA, JOINTS
 from torch.utils.data import DataLoader
 
 import rayform
+from rayform import _tracing as tracing_module
 from rayform.catalog import DatasetEntry
 from rayform.dataloader import (
     DataSource,
@@ -116,3 +117,12 @@ def test_without_opentelemetry_tracing_is_a_no_op(robots_dataset: DatasetEntry,
                             timeout=120, check=False, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_the_tracer_is_resolved_where_the_dataset_is_built(robots_dataset: DatasetEntry,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Forked DataLoader workers inherit it rather than each importing OpenTelemetry again."""
+    monkeypatch.setattr(tracing_module, "_tracer", tracing_module._UNRESOLVED)
+    RerunIterableDataset(DataSource(robots_dataset), "frame_index",
+                         {"state": Field(JOINTS, NumericDecoder())})
+    assert tracing_module._tracer is not tracing_module._UNRESOLVED

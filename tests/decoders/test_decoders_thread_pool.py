@@ -1,12 +1,14 @@
-"""ThreadPool.drain: the caller and the pool threads share one queue of jobs."""
+"""ThreadPool.drain: the caller and the pool threads share one queue of jobs; default thread counts."""
 
 from __future__ import annotations
 
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
+from rayform.decoders import _thread_pool as thread_pool
 from rayform.decoders._thread_pool import ThreadPool
 
 
@@ -70,3 +72,28 @@ def test_drain_with_one_thread_runs_in_order_in_the_caller() -> None:
     seen: list[tuple[int, str]] = []
     pool.drain(lambda i: seen.append((i, threading.current_thread().name)), [0, 1, 2])
     assert seen == [(i, threading.current_thread().name) for i in range(3)]
+
+
+@pytest.mark.parametrize(("cpus", "workers", "local_ranks", "expected"), [
+    (16, None, None, 8),  # the main process: every CPU, at most 8
+    (2, None, None, 2),
+    (2, 2, None, 1),  # 2 workers on 2 CPUs: one thread each
+    (16, 2, None, 8),  # few workers on many CPUs: the CPUs shared out, not 1 each
+    (16, 4, None, 4),
+    (16, 16, None, 1),
+    (16, 32, None, 1),  # never below 1
+    (16, 2, "2", 4),  # two ranks on this machine share its CPUs too
+    (16, 2, "bad", 8),
+])
+def test_default_decode_threads_share_the_cpus_among_workers_and_ranks(
+        monkeypatch: pytest.MonkeyPatch, cpus: int, workers: int | None,
+        local_ranks: str | None, expected: int) -> None:
+    monkeypatch.setattr(thread_pool, "available_cpus", lambda: cpus)
+    info = None if workers is None else SimpleNamespace(id=0, num_workers=workers)
+    monkeypatch.setattr(thread_pool, "get_worker_info", lambda: info)
+    if local_ranks is None:
+        monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_ranks)
+    assert thread_pool.default_decode_threads() == expected
+    assert ThreadPool(None, name="test-default").threads == expected
