@@ -79,7 +79,6 @@ from rayform.recording._columns import (
 )
 from rayform.recording._declared import declared_property
 from rayform.recording._file import PropertyValue
-from rayform.storage import open_store
 
 ACTION_KEY = "action"
 ACTION_PAD_KEY = ACTION_KEY + IS_PAD_SUFFIX
@@ -168,8 +167,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         # catalog ignores the hints). Safe before ``catalog.json`` is checked: objects are named
         # by the sha256 the slice's verified content lists, each checked on arrival, and the
         # metadata responses are parsed and checked by the reads below as usual.
-        store = open_store(slice_.catalog_url)
-        store.prefetch_metadata(slice_.metadata_keys())
+        store = slice_.open_store()
         store.prefetch(o for s in slice_.segments for o in s.objects)
         catalog = Catalog(store)
         view = slice_.view(catalog)

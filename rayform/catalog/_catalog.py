@@ -23,7 +23,7 @@ from rayform.catalog._metadata import CatalogMeta, EntryMeta
 from rayform.catalog._query import QueryPlane
 from rayform.catalog._registration import schema_to_text
 from rayform.catalog._table_entry import TableEntry
-from rayform.catalog._versions import entry_key, entry_prefix
+from rayform.catalog._versions import entry_key
 from rayform.errors import (
     CatalogNotFoundError,
     CorruptMetadataError,
@@ -161,7 +161,7 @@ class Catalog:
                          created_at_ns=time.time_ns(),
                          table_schema_ipc=None if table_schema is None
                          else schema_to_text(table_schema))
-        if self.store.create_exclusive(f"{entry_prefix(name)}/entry.json", dump_model(meta)):
+        if self.store.create_exclusive(entry_key(name), dump_model(meta)):
             return meta
         existing = self._entry_meta(name)
         assert existing is not None

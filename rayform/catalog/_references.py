@@ -14,7 +14,7 @@ from rayform.catalog._catalog import Catalog
 from rayform.catalog._metadata import DatasetVersion, TableVersion
 from rayform.catalog._slices import SLICES_PREFIX, load_slice
 from rayform.catalog._snapshot import read_index
-from rayform.catalog._versions import entry_prefix, load_version, version_key
+from rayform.catalog._versions import entry_key, entry_prefix, load_version, version_key
 from rayform.errors import RayformError
 from rayform.storage._store import object_key
 
@@ -61,7 +61,7 @@ def catalog_references(catalog: Catalog) -> References:
 
 def _entry_references(catalog: Catalog, name: str, refs: References) -> None:
     store = catalog.store
-    where = f"{catalog.url}/{entry_prefix(name)}/entry.json"
+    where = f"{catalog.url}/{entry_key(name)}"
     try:
         meta = catalog._entry_meta(name)
     except RayformError as err:

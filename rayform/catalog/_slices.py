@@ -41,7 +41,7 @@ from rayform.errors import (
 )
 from rayform.recording._columns import SEGMENT_ID, TimelineKind
 from rayform.recording._names import validate_entry_name
-from rayform.storage import open_store
+from rayform.storage import Store, open_store
 from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 
 SLICES_PREFIX = "slices"
@@ -190,6 +190,13 @@ class Slice:
             keys.append(version_key(self.dataset, self.dataset_version))
         return keys
 
+    def open_store(self) -> Store:
+        """The store of the slice's catalog, the files :meth:`view` reads already requested
+        (:meth:`metadata_keys`; a local store ignores the hint)."""
+        store = open_store(self.catalog_url)
+        store.prefetch_metadata(self.metadata_keys())
+        return store
+
     def view(self, catalog: Catalog | None = None) -> DatasetView:
         """A :class:`DatasetView` of exactly the slice's segments at their pinned versions.
 
@@ -201,9 +208,7 @@ class Slice:
                 was recreated, or the metadata was edited by hand).
         """
         if catalog is None:
-            store = open_store(self.catalog_url)
-            store.prefetch_metadata(self.metadata_keys())
-            catalog = Catalog(store)
+            catalog = Catalog(self.open_store())
         entry = catalog.dataset_meta(self.dataset)  # the pinned snapshot only: no listing
         if entry.id != self.dataset_id:
             raise CorruptMetadataError(
