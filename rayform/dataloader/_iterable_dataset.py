@@ -386,8 +386,10 @@ class RerunIterableDataset(IterableDataset[Sample]):
     def _prefetched(self, blocks: list[npt.NDArray[np.int64]], indices: npt.NDArray[np.int64],
                     process: Callable[[npt.NDArray[np.int64]], Decoded]
                     ) -> Generator[tuple[npt.NDArray[np.int64], Decoded], None, None]:
-        """Each block decoded by ``process`` on the fetch threads (:func:`fetch_threads`), two
-        blocks ahead.
+        """Each block decoded by ``process`` on the fetch threads (:func:`fetch_threads`), one
+        block more ahead than there are fetch threads: a thread that finishes its block before
+        the block ahead of it is consumed starts the next one instead of waiting (blocks take
+        unequal time: a GOP prefix to decode, a shorter last block per segment).
 
         The segments of the blocks are announced to the view first, in the order the blocks are
         read: a remote catalog downloads their recordings in the background (bounded, read
@@ -409,8 +411,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
             if block is not None:
                 pending.append((block, self._prefetch.submit(process, indices[block])))
 
-        submit()
-        submit()
+        for _ in range(self._prefetch.threads + 1):
+            submit()
         try:
             while pending:
                 block, future = pending.popleft()

@@ -184,3 +184,47 @@ def test_iterable_prepares_two_shuffled_blocks_at_once_when_the_decoder_allows(
     got = samples(probe)
     assert probe.most == at_once
     assert got == samples(PacketEchoDecoder()), "the same samples in the same order"
+
+
+class SlowFirstBlock(PacketEchoDecoder):
+    """Holds its first ``decode`` call until a third call has started (or ``timeout`` passes)."""
+
+    def __init__(self, *, timeout: float) -> None:
+        super().__init__()
+        self._lock = threading.Lock()
+        self._third = threading.Event()
+        self._timeout = timeout
+        self.started = 0
+        self.third_started_while_first_ran = False
+
+    @property
+    def concurrent_blocks(self) -> bool:
+        return True
+
+    def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]) -> list[Any]:
+        with self._lock:
+            self.started += 1
+            call = self.started
+        if call == 1:
+            self.third_started_while_first_ran = self._third.wait(self._timeout)
+        elif call == 3:
+            self._third.set()
+        return super().decode(batch, requests)
+
+
+@pytest.mark.filterwarnings("ignore:Skipping samples:RuntimeWarning")
+def test_a_fetch_thread_done_early_starts_the_next_block(robots_dataset: DatasetEntry) -> None:
+    # Two fetch threads: while the first block is slow, the other thread decodes the second and
+    # goes on to the third instead of waiting for the first to be consumed.
+    def samples(decoder: ColumnDecoder) -> list[tuple[str, list[int]]]:
+        ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index",
+                                  {"video": Field(VIDEO, decoder)}, fetch_block_size=4,
+                                  shuffle_strategy=BlockShuffle(), sample_metadata=True,
+                                  decode_threads=1)
+        return [(s["meta"]["segment_id"], s["video"].tolist() if s["video"] is not None else [])
+                for s in ds]
+
+    slow = SlowFirstBlock(timeout=10.0)
+    got = samples(slow)
+    assert slow.third_started_while_first_ran
+    assert got == samples(PacketEchoDecoder()), "the same samples in the same order"
