@@ -9,7 +9,8 @@ frees again on the consumer's thread); pooled slots are reused once the samples 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from itertools import pairwise
 from typing import Any
 
@@ -55,6 +56,7 @@ class FrameSlab:
         self._size: tuple[int, int] | None = None  # (height, width) of the slots
         self._banks: tuple[npt.NDArray[np.uint8], ...] = ()
         self._address = 0  # of the first bank's first slot
+        self._slot_bytes = 0  # bytes per slot of the first bank
         self._outside = False  # a frame was captured into memory of its own
         self.captured: dict[FrameKey, Captured] = {}
 
@@ -87,6 +89,29 @@ class FrameSlab:
                 for bank in banks:
                     bank[other] = bank[slot]
 
+    def capturer(self, reformatter: Any, scaler: RgbScaler | None = None
+                 ) -> Callable[[FrameKey, Any], None]:
+        """``capture(key, frame)`` with ``reformatter`` and ``scaler``: for RGB frames the scaler
+        covers, once the slots exist, a frame goes straight into its slot with no per-frame
+        checks of the slot (its layout is fixed when the slab takes its buffer); anything else
+        takes :meth:`capture`."""
+        general = partial(self.capture, reformatter=reformatter, scaler=scaler)
+        if not self._rgb or scaler is None or not scaler.available:
+            return general
+        slot_of, copies, captured, convert = self._slot, self._copies, self.captured, \
+            scaler.convert_at
+
+        def capture(key: FrameKey, frame: Any) -> None:
+            slot = slot_of.get(key)
+            # _size is set after the banks: a matching size means the banks are there.
+            if slot is None or key in copies or self._size != (frame.height, frame.width) \
+                    or not convert(frame, self._address + slot * self._slot_bytes):
+                general(key, frame)
+                return
+            captured[key] = self._banks[0][slot]
+
+        return capture
+
     def slots(self) -> tuple[tuple[npt.NDArray[np.uint8], ...], dict[FrameKey, int]] | None:
         """The slot banks (``[K, H, W, 3]``, or ``y [K, 1, H, W]`` and ``uv [K, 2, H/2, W/2]``)
         and each key's (first) slot, when every captured frame lies in its slots; ``None``
@@ -103,6 +128,7 @@ class FrameSlab:
                 if self._size is None:
                     self._banks = self._take_banks(height, width)
                     self._address = int(self._banks[0].__array_interface__["data"][0])
+                    self._slot_bytes = int(self._banks[0][0].nbytes) if self._count else 0
                     self._size = (height, width)  # after the banks: read without the lock
         return self._banks if self._size == (height, width) else ()
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from rayform.decoders._video_output import FrameSlab
@@ -57,7 +56,7 @@ class RunDecoder:
         scaler = getattr(self._local, "scaler", None)
         if scaler is None:
             scaler = self._local.scaler = RgbScaler()
-        return partial(slab.capture, reformatter=session.reformatter, scaler=scaler)
+        return slab.capturer(session.reformatter, scaler)
 
     # ------------------------------------------------------------------------ packet streams
     def packet_run(self, run: PacketRun, *, packets: PacketColumn, slab: FrameSlab) -> bool:

@@ -99,6 +99,9 @@ class RgbScaler:
         self._src_strides = _Strides()
         self._dst = _Pointers()
         self._dst_strides = _Strides()
+        # The last frame tags seen and their context: frames of one stream share them.
+        self._last_tags: tuple[Any, ...] | None = None
+        self._last_context = 0
 
     @property
     def available(self) -> bool:
@@ -112,39 +115,56 @@ class RgbScaler:
         it covers: not yuv420p, a width not a multiple of 16, an odd height, or a colour tag
         PyAV's reformat treats otherwise. ``address``: ``out``'s data address, when the caller
         knows it (reading it from the array costs as much as the checks)."""
-        lib = self._lib
-        if lib is None or frame.format.name != "yuv420p":
+        if self._lib is None:
             return False
-        height, width = frame.height, frame.width
-        coefficients = COEFFICIENTS.get(int(frame.colorspace))
         if address is None:
             address = int(out.__array_interface__["data"][0])
-        if (coefficients is None or width % _WIDTH_STEP or height % 2
-                or out.shape != (height, width, 3) or out.dtype != np.uint8
-                or not out.flags.c_contiguous or address % _ALIGN_BYTES):
+        if (out.shape != (frame.height, frame.width, 3) or out.dtype != np.uint8
+                or not out.flags.c_contiguous):
             return False
-        full = int(frame.color_range) == _FULL_RANGE
-        key = (width, height, coefficients, full)
+        return self.convert_at(frame, address)
+
+    def convert_at(self, frame: Any, address: int) -> bool:
+        """:meth:`convert` into the memory at ``address``, which the caller vouches for: C-ordered
+        uint8 ``[H, W, 3]`` of the frame's size, writable, ``H × W × 3`` bytes long. Only the
+        frame is checked (the per-frame path of a caller that checked its buffer once)."""
+        if self._lib is None or address % _ALIGN_BYTES:
+            return False
+        tags = (frame.format.name, frame.width, frame.height, frame.colorspace,
+                frame.color_range)
+        if tags == self._last_tags:
+            context = self._last_context
+        else:
+            context = self._context_for(frame)
+            self._last_tags, self._last_context = tags, context
+        return bool(context) and self._scale(context, frame, address)
+
+    def _context_for(self, frame: Any) -> int:
+        """The checked scaler context for frames like ``frame``; 0 when it is not covered."""
+        if frame.format.name != "yuv420p":
+            return 0
+        height, width = frame.height, frame.width
+        coefficients = COEFFICIENTS.get(int(frame.colorspace))
+        if coefficients is None or width % _WIDTH_STEP or height % 2:
+            return 0
+        key = (width, height, coefficients, int(frame.color_range) == _FULL_RANGE)
         context = self._contexts.get(key)
         if context is None:
             context = self._checked_context(frame, key)
-        if not context:
-            return False
-        return self._scale(context, frame, address)
+        return context
 
     def _scale(self, context: int, frame: Any, address: int) -> bool:
-        """Convert ``frame`` into the ``[H, W, 3]`` array at ``address``."""
-        planes = frame.planes
+        """Convert ``frame`` (yuv420p) into the ``[H, W, 3]`` array at ``address``."""
+        y, u, v = frame.planes
         src, strides = self._src, self._src_strides
-        for i in range(3):
-            src[i] = planes[i].buffer_ptr
-            strides[i] = planes[i].line_size
+        src[0], src[1], src[2] = y.buffer_ptr, u.buffer_ptr, v.buffer_ptr
+        strides[0], strides[1], strides[2] = y.line_size, u.line_size, v.line_size
+        height = frame.height
         self._dst[0] = address
         self._dst_strides[0] = frame.width * 3
         assert self._lib is not None
-        rows = int(self._lib.sws_scale(context, src, strides, 0, frame.height, self._dst,
-                                       self._dst_strides))
-        return rows == int(frame.height)
+        rows = self._lib.sws_scale(context, src, strides, 0, height, self._dst, self._dst_strides)
+        return bool(rows == height)
 
     def _checked_context(self, frame: Any, key: tuple[int, int, int, int]) -> int:
         """A scaler context for ``key``, used only once it converted ``frame`` exactly as PyAV
@@ -173,6 +193,7 @@ class RgbScaler:
     def close(self) -> None:
         """Free the scaler contexts (also done when the scaler is garbage-collected)."""
         lib, contexts, self._contexts = self._lib, self._contexts, {}
+        self._last_tags, self._last_context = None, 0
         if lib is not None:
             for context in contexts.values():
                 if context:

@@ -94,3 +94,35 @@ def test_a_context_that_converts_unlike_pyav_is_never_used(monkeypatch: pytest.M
     frame.colorspace = 2
     assert scaler.convert(frame, out)
     np.testing.assert_array_equal(out, pyav_rgb(frame))
+
+
+def fresh(height: int, width: int) -> list[Any]:
+    """Frames no other test has retagged (``decoded`` is shared)."""
+    return decoded.__wrapped__(height, width)
+
+
+def test_convert_at_writes_the_same_pixels_at_an_address() -> None:
+    scaler = RgbScaler()
+    frames = fresh(48, 64)
+    bank = np.full((len(frames), 48, 64, 3), 7, dtype=np.uint8)
+    base = bank.__array_interface__["data"][0]
+    for i, frame in enumerate(frames):
+        assert scaler.convert_at(frame, base + i * bank[0].nbytes)
+    for i, frame in enumerate(frames):
+        np.testing.assert_array_equal(bank[i], pyav_rgb(frame))
+
+
+def test_convert_at_checks_the_frame_every_time() -> None:
+    # The context of the last frame's tags is remembered; a frame with other tags is checked anew.
+    scaler = RgbScaler()
+    frame = fresh(48, 64)[2]
+    memory = np.zeros(48 * 64 * 3 + 16, dtype=np.uint8)
+    address = memory.__array_interface__["data"][0]
+    address += -address % 16
+    assert scaler.convert_at(frame, address)
+    assert not scaler.convert_at(frame, address + 1), "unaligned memory is refused"
+    assert not scaler.convert_at(frame.reformat(format="yuvj420p"), address)
+    assert scaler.convert_at(frame, address)
+    frame.colorspace = 3  # a reserved tag PyAV's reformat refuses
+    assert not scaler.convert_at(frame, address)
+    assert not scaler.convert_at(fresh(48, 56)[2], address), "a width swscale cannot write"
