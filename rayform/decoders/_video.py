@@ -89,10 +89,12 @@ class VideoFrameDecoder(ColumnDecoder):
     of pictures is decoded once, forward from its keyframe, capturing every frame any sample
     wants (only those are colour-converted). Up to ``max_decoder_sessions`` decoders stay open
     between blocks, so reads that move forward (sequential or block-shuffled sampling) continue
-    where the last block stopped instead of decoding again from the keyframe. A block's
-    independent runs are cut into a few jobs per decode thread, which the calling thread and
-    ``decode_threads - 1`` helpers take from one queue (FFmpeg runs without the GIL), so a thread
-    the machine slows down leaves its share to the others.
+    where the last block stopped instead of decoding again from the keyframe; once that many are
+    open, a pass that starts anew takes over the (flushed) decoder of the oldest open session of
+    the same stream rather than opening another. A block's independent runs are cut into a few
+    jobs per decode thread, which the calling thread and ``decode_threads - 1`` helpers take from
+    one queue (FFmpeg runs without the GIL), so a thread the machine slows down leaves its share
+    to the others.
 
     Memory is bounded: at most ``max_decoder_sessions + decode_threads`` decoders exist at once,
     each holding its codec's reference frames (H.264: at most 16, typically 1–4 frames of

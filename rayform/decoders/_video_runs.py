@@ -83,8 +83,8 @@ class RunDecoder:
                     f"row {run.start} does not start a group of pictures ({self.codec} "
                     "keyframe with its parameter sets); is_keyframe disagrees with the stream",
                 )
-            session = DecoderSession(key=key, anchor=anchor, context=open_decoder(
-                self.codec, thread_count=self.thread_count))
+            session = DecoderSession(key=key, anchor=anchor, stream=(run.segment_id, self.codec),
+                                     context=self._packet_decoder(run.segment_id))
         context = session.context
         base = session.pts_base - run.start  # a row's pts
         pending = {base + row: row for row in run.wanted_rows}
@@ -138,6 +138,17 @@ class RunDecoder:
         self._rekey(session, run, packets, key_offsets)
         self.sessions.checkin(session)
         return resumed
+
+    def _packet_decoder(self, segment_id: str) -> Any:
+        """A decoder for a new pass over a segment's packet stream: the flushed decoder of a
+        session of the same stream that the full cache gives up (no decoder to open and set up:
+        its frame buffers stay allocated), else a new one. A pass starts at a keyframe, so a
+        flushed decoder of the same stream decodes it as a new one would."""
+        spare = self.sessions.reclaim((segment_id, self.codec))
+        if spare is None:
+            return open_decoder(self.codec, thread_count=self.thread_count)
+        spare.context.flush_buffers()
+        return spare.context
 
     @staticmethod
     def _can_resume(session: DecoderSession, run: PacketRun, packets: PacketColumn,

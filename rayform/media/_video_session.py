@@ -30,6 +30,9 @@ class DecoderSession:
         last_pts: the pts of the last frame the decoder emitted, ``None`` if none yet.
         last_frame: that frame (an ``av.VideoFrame``), to serve a repeated request.
         reformatter: a reusable ``VideoReformatter`` (keeps its scaler between frames).
+        stream: what the decoder was opened for (a packet stream's segment and codec), so that
+            a new session of the same stream may take it over (:meth:`SessionCache.reclaim`);
+            ``None``: never taken over.
     """
 
     key: Hashable
@@ -41,6 +44,7 @@ class DecoderSession:
     last_pts: int | None = None
     last_frame: Any = None
     reformatter: Any = field(default=None)
+    stream: Hashable | None = None
 
 
 class SessionCache:
@@ -68,6 +72,22 @@ class SessionCache:
             self._sessions[session.key] = session
             while len(self._sessions) > self._capacity:
                 self._sessions.popitem(last=False)
+
+    def reclaim(self, stream: Hashable) -> DecoderSession | None:
+        """When the cache is full, remove and return its least recently used session of
+        ``stream``, whose decoder a new session of that stream may take over (flushed) instead
+        of opening one: the cache would drop a session at the next :meth:`checkin` anyway, so
+        no more decoders exist at once. ``None`` when the cache has room or no such session."""
+        if self._capacity <= 0 or stream is None:
+            return None
+        with self._lock:
+            if len(self._sessions) < self._capacity:
+                return None
+            for key, session in self._sessions.items():
+                if session.stream == stream:
+                    del self._sessions[key]
+                    return session
+        return None
 
     def clear(self) -> None:
         with self._lock:

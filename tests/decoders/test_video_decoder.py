@@ -21,6 +21,7 @@ from video_fixtures import (
 )
 
 from rayform.decoders import FieldBatch, TensorRows, VideoFrameDecoder
+from rayform.decoders import _video_runs as video_runs
 from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._video import JOBS_PER_THREAD
 from rayform.decoders._video_plan import plan_packet_runs, schedule_runs
@@ -435,3 +436,24 @@ def test_a_forked_process_starts_with_its_own_sessions() -> None:
     child.join(timeout=60)
     assert (hits, misses) == (0, 1)  # the parent's session for GOP 0 was not reused
     np.testing.assert_array_equal(frame, reference[6])
+
+
+def test_a_full_session_cache_hands_its_decoder_to_the_next_pass_over_the_stream(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+    real_open = video_runs.open_decoder
+
+    def counting_open(codec: str, **kwargs: Any) -> Any:
+        opened.append(codec)
+        return real_open(codec, **kwargs)
+
+    monkeypatch.setattr(video_runs, "open_decoder", counting_open)
+    _, _, reference = stream("h264", 8)
+    decoder = VideoFrameDecoder(codec="h264", max_decoder_sessions=2, decode_threads=1)
+    targets = [50, 10, 40, 20, 30, 5, 45, 15]  # each call a pass from another keyframe
+    for target in targets:
+        (tensor,) = decode_targets(decoder, "h264", 8, [target])
+        assert tensor is not None
+        np.testing.assert_array_equal(hwc(tensor), reference[target])
+    assert decoder.session_misses == len(targets)
+    assert len(opened) == 2, "once the cache is full, each new pass takes over a flushed decoder"
