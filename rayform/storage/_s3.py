@@ -21,11 +21,13 @@ import contextlib
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rayform.errors import CatalogNotFoundError, RemoteError, UnsafeStoreError
 from rayform.storage._cache import Sink
+from rayform.storage._parts import RangeRefusedError, RangeReply, parse_content_range
 from rayform.storage._remote import Transport
 from rayform.storage._retry import RetryPolicy, TransientError
 
@@ -35,6 +37,7 @@ _MISSING = {"404", "NoSuchKey", "NotFound"}
 _TRANSIENT = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "RequestTimeout",
               "ServiceUnavailable", "Throttling", "ThrottlingException", "RequestTimeTooSkewed"}
 _PRECONDITION = {"412", "PreconditionFailed", "ConditionalRequestConflict", "409"}
+_INVALID_RANGE = {"InvalidRange", "416"}
 
 
 def _boto() -> Any:
@@ -106,6 +109,7 @@ class S3Transport(Transport):
     """Requests to one bucket, below one key prefix."""
 
     writable = True
+    ranged = True
 
     def __init__(self, url: str, *, retry: RetryPolicy) -> None:
         rest = url[len("s3://"):].strip("/")
@@ -150,6 +154,8 @@ class S3Transport(Transport):
             return FileNotFoundError(f"{what}: no such key ({code or status})")
         if code in _TRANSIENT or status.startswith("5") or status == "429":
             return TransientError(f"{what}: {code} (HTTP {status})")
+        if code in _INVALID_RANGE or status == "416":
+            return RangeRefusedError(f"{what}: {code} (HTTP {status})")
         if code in _PRECONDITION or status in ("412",):
             return FileExistsError(f"{what}: {code}")
         return RemoteError(f"{what}: {code} (HTTP {status}): {err}; check the bucket, the key "
@@ -157,11 +163,37 @@ class S3Transport(Transport):
 
     # ---------------------------------------------------------------------------- reads
     def download(self, key: str, sink: Sink) -> None:
-        _, botocore = _boto()
         what = f"GET {self.url}/{key}"
         resp = self._call(what, self._client().get_object, Bucket=self.bucket, Key=self._key(key))
-        body = resp["Body"]
         expected = int(resp.get("ContentLength", -1))
+        received = 0
+        for chunk in self._chunks(what, resp["Body"]):
+            sink.write(chunk)  # a local failure (a full disk) is never a network one
+            received += len(chunk)
+        if 0 <= expected != received:
+            raise TransientError(f"{what}: got {received} of {expected} bytes")
+
+    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply:
+        what = f"GET {self.url}/{key} bytes {start}-{stop - 1}"
+        get = self._client().get_object
+        try:
+            resp = self._call(what, get, Bucket=self.bucket, Key=self._key(key),
+                              Range=f"bytes={start}-{stop - 1}")
+        except RangeRefusedError:
+            if start:
+                raise TransientError(f"{what}: the server refused a range inside the object "
+                                     "(it changed size between requests?)") from None
+            resp = self._call(what, get, Bucket=self.bucket, Key=self._key(key))  # empty object
+        found = parse_content_range(resp.get("ContentRange"), what=what)
+        body = resp["Body"]
+        length = int(resp["ContentLength"]) if "ContentLength" in resp else None
+        return RangeReply(total_bytes=None if found is None else found[2],
+                          start=0 if found is None else found[0], length_bytes=length,
+                          chunks=self._chunks(what, body), close=body.close)
+
+    def _chunks(self, what: str, body: Any) -> Iterator[bytes]:
+        """A response body in chunks; a dropped connection raises ``TransientError``."""
+        _, botocore = _boto()
         received = 0
         chunks = body.iter_chunks(CHUNK_BYTES)
         try:
@@ -169,16 +201,14 @@ class S3Transport(Transport):
                 try:
                     chunk = next(chunks)
                 except StopIteration:
-                    break
+                    return
                 except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
                     raise TransientError(f"{what}: connection dropped after {received} bytes: "
                                          f"{type(err).__name__}: {err}") from err
-                sink.write(chunk)  # a local failure (a full disk) is never a network one
                 received += len(chunk)
+                yield chunk
         finally:
             body.close()
-        if 0 <= expected != received:
-            raise TransientError(f"{what}: got {received} of {expected} bytes")
 
     def exists(self, key: str) -> bool:
         try:

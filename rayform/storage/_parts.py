@@ -1,0 +1,265 @@
+"""Large objects downloaded as concurrent ranged GETs into one file, hashed as the bytes arrive.
+
+Object stores cap each connection (S3: roughly 50-90 MB/s) and scale with concurrent requests, so
+one GET of a large object takes ``size / per-connection rate`` however fast the machine's link is.
+:func:`download_in_parts` asks for the first :attr:`PartPlan.part_bytes` with a ranged GET (the
+reply names the object's size), then for the other parts on up to :attr:`PartPlan.connections`
+connections at once, each written at its offset into the caller's (temporary) file.
+
+Verification is unchanged: the sha256 of the whole object is computed over the bytes written, in
+order, by a :class:`HashFront` that hashes each chunk from memory when it lands at the front and
+reads later parts back from the file (the page cache) once the parts before them are complete;
+the caller installs the file only when that digest matches the object's name. A part that comes
+back short, with a range it was not asked for, or altered, fails the whole download.
+
+Bounds per object: ``connections`` requests at once, each holding one transport chunk (1 MiB) in
+memory, plus one read-back buffer (:data:`READ_BACK_BYTES`) and one small entry per chunk written
+ahead of the hash front.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rayform.errors import ConfigError, RemoteError
+from rayform.storage._retry import TransientError
+
+DEFAULT_PART_BYTES = 8 << 20
+DEFAULT_CONNECTIONS = 4
+READ_BACK_BYTES = 1 << 20
+_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
+
+Writing = Callable[[str], AbstractContextManager[None]]
+
+
+class RangeRefusedError(RemoteError):
+    """HTTP 416: a range starting past the object's end (S3 answers so for any range of an
+    empty object); a transport asks again without a range when it was the first byte."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartPlan:
+    """How a remote object is split into ranged GETs.
+
+    Attributes:
+        part_bytes: bytes per request (an object no larger is fetched with one request).
+        connections: requests of one object in flight at once.
+    """
+
+    part_bytes: int = DEFAULT_PART_BYTES
+    connections: int = DEFAULT_CONNECTIONS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.part_bytes, int) or self.part_bytes < 1:
+            raise ConfigError(f"PartPlan.part_bytes must be an integer >= 1, got "
+                              f"{self.part_bytes!r}")
+        if not isinstance(self.connections, int) or self.connections < 1:
+            raise ConfigError(f"PartPlan.connections must be an integer >= 1, got "
+                              f"{self.connections!r}")
+
+
+@dataclass(slots=True, kw_only=True)
+class RangeReply:
+    """A transport's answer to a ranged GET.
+
+    Attributes:
+        total_bytes: the object's size named by the reply's ``Content-Range``; ``None`` when the
+            server ignored the range and sends the whole object.
+        start: the first byte the body holds (0 when ``total_bytes`` is None).
+        length_bytes: what the body should hold (its ``Content-Length``), when the server says.
+        chunks: the body; raises :class:`TransientError` when the connection drops.
+        close: releases the connection (called once the body is read or abandoned).
+    """
+
+    total_bytes: int | None
+    start: int
+    length_bytes: int | None
+    chunks: Iterator[bytes]
+    close: Callable[[], None] = field(default=lambda: None)
+
+
+def parse_content_range(value: str | None, *, what: str) -> tuple[int, int, int] | None:
+    """``(first, last, total)`` of a ``Content-Range`` header (``None`` when absent).
+
+    Raises:
+        TransientError: a header that is not ``bytes first-last/total`` with first <= last < total.
+    """
+    if value is None:
+        return None
+    found = _CONTENT_RANGE.match(value.strip())
+    if found is None:
+        raise TransientError(f"{what}: unreadable Content-Range {value[:80]!r}")
+    first, last, total = (int(g) for g in found.groups())
+    if not first <= last < total:
+        raise TransientError(f"{what}: impossible Content-Range {value[:80]!r}")
+    return first, last, total
+
+
+class RangedSource(Protocol):
+    """What :func:`download_in_parts` needs of a transport."""
+
+    url: str
+
+    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply: ...
+
+
+class HashFront:
+    """The sha256 of a file written out of order, advanced over its complete prefix.
+
+    Writers report each chunk after writing it (:meth:`wrote`); the chunk at the front is hashed
+    from memory, chunks beyond it are hashed by reading them back once everything before them is
+    written. One thread hashes at a time; the others only record what they wrote.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._hash = hashlib.sha256()
+        self._lock = threading.Lock()
+        self._ahead: dict[int, int] = {}  # start -> end of chunks written beyond the front
+        self._busy = False
+        self.front = 0
+
+    def wrote(self, offset: int, data: bytes | memoryview) -> None:
+        """``data`` now lies at ``offset`` in the file."""
+        with self._lock:
+            if self._busy or offset != self.front:
+                if data:
+                    self._ahead[offset] = offset + len(data)
+                return
+            self._busy = True
+        self._hash.update(data)
+        with self._lock:
+            self.front += len(data)
+        self._catch_up()
+
+    def _catch_up(self) -> None:
+        """Hash the chunks that the front has reached (holding the hasher's turn)."""
+        while True:
+            with self._lock:
+                end = self._ahead.pop(self.front, None)
+                if end is None:
+                    self._busy = False
+                    return
+                pos = self.front
+            while pos < end:
+                piece = os.pread(self._fd, min(READ_BACK_BYTES, end - pos), pos)
+                if not piece:
+                    raise OSError(f"the download file ended at byte {pos} while hashing it")
+                self._hash.update(piece)
+                pos += len(piece)
+            with self._lock:
+                self.front = end
+
+    def hexdigest(self, size: int) -> str:
+        """The digest of the first ``size`` bytes, once every one of them was reported."""
+        self._catch_up_if_idle()
+        if self.front != size:
+            raise TransientError(f"only {self.front} of {size} bytes were written in order "
+                                 "(a part is missing)")
+        return self._hash.hexdigest()
+
+    def _catch_up_if_idle(self) -> None:
+        with self._lock:
+            if self._busy:
+                return
+            self._busy = True
+        self._catch_up()
+
+
+def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartPlan,
+                      writing: Writing) -> tuple[str, int, int]:
+    """Download ``key`` into the empty file ``fd`` (see the module docstring).
+
+    Returns:
+        ``(sha256 hex, size in bytes, number of requests)`` of what was written.
+
+    Raises:
+        TransientError: a dropped connection, a short part, or a reply for another range.
+        FileNotFoundError: no such key.
+    """
+    what = f"GET {transport.url}/{key}"
+    front = HashFront(fd)
+    first = transport.open_range(key, 0, plan.part_bytes)
+    if first.total_bytes is None:  # the server ignored the range: the whole object is coming
+        size = _write_body(first, fd, front, start=0, expected=None, what=what, writing=writing)
+        return front.hexdigest(size), size, 1
+    total = first.total_bytes
+    if first.start != 0:
+        first.close()
+        raise TransientError(f"{what}: asked for the first bytes, the server answered from byte "
+                             f"{first.start}")
+    bounds = [(s, min(s + plan.part_bytes, total)) for s in range(0, total, plan.part_bytes)]
+    if not bounds:
+        bounds = [(0, 0)]
+    stop = threading.Event()
+
+    def part(start: int, end: int) -> None:
+        if stop.is_set():
+            return
+        reply = transport.open_range(key, start, end)
+        if reply.total_bytes != total or reply.start != start:
+            reply.close()
+            raise TransientError(f"{what}: asked for bytes {start}-{end - 1} of {total}, the "
+                                 f"server answered from byte {reply.start} of "
+                                 f"{reply.total_bytes}")
+        _write_body(reply, fd, front, start=start, expected=end - start, what=what,
+                    writing=writing, stop=stop)
+
+    workers = min(plan.connections - 1, len(bounds) - 1)
+    if workers < 1:
+        _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what, writing=writing)
+        return front.hexdigest(total), total, 1
+    with ThreadPoolExecutor(workers, thread_name_prefix="rayform-part") as pool:
+        futures = [pool.submit(part, s, e) for s, e in bounds[1:]]
+        try:
+            _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what,
+                        writing=writing, stop=stop)
+            for future in futures:
+                future.result()
+        except BaseException:
+            stop.set()  # parts not started are skipped, running ones stop at their next chunk
+            for future in futures:
+                future.cancel()
+            raise
+    return front.hexdigest(total), total, len(bounds)
+
+
+def _write_body(reply: RangeReply, fd: int, front: HashFront, *, start: int,
+                expected: int | None, what: str, writing: Writing,
+                stop: threading.Event | None = None) -> int:
+    """Write a reply's body at ``start``; returns its length (checked against ``expected``)."""
+    pos = start
+    try:
+        for chunk in reply.chunks:
+            if stop is not None and stop.is_set():
+                raise TransientError(f"{what}: stopped (another part failed)")
+            if expected is not None and pos - start + len(chunk) > expected:
+                raise TransientError(f"{what}: the server sent more than the {expected} bytes "
+                                     f"asked for from byte {start}")
+            with writing("writing a download"):
+                view = memoryview(chunk)
+                at = pos
+                while view:
+                    written = os.pwrite(fd, view, at)
+                    view = view[written:]
+                    at += written
+            front.wrote(pos, chunk)
+            pos += len(chunk)
+    finally:
+        reply.close()
+    got = pos - start
+    if reply.length_bytes is not None and got != reply.length_bytes:
+        raise TransientError(f"{what}: connection closed after {got} of {reply.length_bytes} "
+                             f"bytes from byte {start}")
+    if expected is not None and got != expected:
+        raise TransientError(f"{what}: got {got} of the {expected} bytes asked for from byte "
+                             f"{start}")
+    return got
