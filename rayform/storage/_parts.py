@@ -24,7 +24,6 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -217,18 +216,39 @@ def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartP
     if workers < 1:
         _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what, writing=writing)
         return front.hexdigest(total), total, 1
-    with ThreadPoolExecutor(workers, thread_name_prefix="rayform-part") as pool:
-        futures = [pool.submit(part, s, e) for s, e in bounds[1:]]
+    todo = iter(bounds[1:])  # taken in order, so that the hash front keeps moving
+    lock = threading.Lock()
+    failures: list[BaseException] = []
+
+    def work() -> None:
         try:
-            _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what,
-                        writing=writing, stop=stop)
-            for future in futures:
-                future.result()
-        except BaseException:
-            stop.set()  # parts not started are skipped, running ones stop at their next chunk
-            for future in futures:
-                future.cancel()
-            raise
+            while not stop.is_set():
+                with lock:
+                    bound = next(todo, None)
+                if bound is None:
+                    return
+                part(*bound)
+        except BaseException as err:  # handed to the caller, which raises the first one
+            failures.append(err)
+            stop.set()
+
+    # Daemon threads, as for read-ahead: a process that exits does not wait for parts nobody
+    # will read (the cache sweeps the partial file later).
+    threads = [threading.Thread(target=work, daemon=True, name="rayform-part")
+               for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    try:
+        _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what, writing=writing,
+                    stop=stop)
+    except BaseException as err:
+        stop.set()  # parts not started are skipped, running ones stop at their next chunk
+        failures.append(err)  # after a part's own failure, which stopped this one
+    finally:
+        for thread in threads:
+            thread.join()
+    if failures:
+        raise failures[0]
     return front.hexdigest(total), total, len(bounds)
 
 
