@@ -75,15 +75,20 @@ class ObjectPrefetcher:
             self._reset()
 
     # ---------------------------------------------------------------------------- use
-    def announce(self, digests: Iterable[str]) -> None:
+    def announce(self, digests: Iterable[str], *, first: bool = False) -> None:
         """Queue objects that will be read soon, in the order given; returns at once.
 
         ``digests`` is consumed lazily, only as far as the bounds let downloads start (announcing
         every object of a 100,000-segment dataset costs nothing up front); objects already
-        started, read or present in the cache are skipped."""
+        started, read or present in the cache are skipped. With ``first`` they go before what
+        earlier calls announced (a reader that learns its order late: the objects it needs
+        soonest come first); downloads already running go on."""
         self._check_fork()
         with self._lock:
-            self._pending.append(iter(digests))
+            if first:
+                self._pending.appendleft(iter(digests))
+            else:
+                self._pending.append(iter(digests))
             self._pump()
 
     def claimed(self, digest: str) -> None:

@@ -245,15 +245,16 @@ class RemoteStore(Store):
         except CacheError:  # the cache folder was removed mid-download: once more
             return self._download(digest)
 
-    def prefetch(self, digests: Iterable[str]) -> None:
+    def prefetch(self, digests: Iterable[str], *, first: bool = False) -> None:
         """Start downloading ``digests`` into the cache in the background (see
-        :class:`~rayform.storage._prefetch.ObjectPrefetcher` for the bounds); nothing offline."""
+        :class:`~rayform.storage._prefetch.ObjectPrefetcher` for the bounds), ahead of earlier
+        hints when ``first``; nothing offline."""
         if self.is_offline():
             return
         if self._prefetcher is None:
             self._prefetcher = ObjectPrefetcher(self._download,
                                                lambda d: self.cache.path_of(d).exists())
-        self._prefetcher.announce(digests)
+        self._prefetcher.announce(digests, first=first)
 
     def _download(self, digest: str) -> Path:
         """One verified download into the cache (for :meth:`object_path` and read-ahead)."""
