@@ -93,7 +93,8 @@ def _client_for(connect_timeout_s: float, timeout_s: float) -> Any:
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=connect_timeout_s,
                 read_timeout=timeout_s,
-                max_pool_connections=32,
+                # read-ahead: 8 objects x 4 ranged parts, plus metadata and on-demand reads
+                max_pool_connections=48,
                 s3={"addressing_style": "path" if custom_endpoint else "auto"},
                 # Checksum trailers (aws-chunked uploads) are not understood by every
                 # S3-compatible server; content is verified by its sha256 name instead.
