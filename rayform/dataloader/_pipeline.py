@@ -170,6 +170,10 @@ class SamplePipeline:
         self._plans = plans
         self._check_keys()
         self._pool = ThreadPool(decode_threads, name="rayform-decode", helpers=True)
+        # With blocks prepared at once, only these threads decode (the fetch threads wait), so
+        # that the blocks together never run more decoding threads than the CPUs.
+        self._block_pool = ThreadPool(decode_threads, name="rayform-decode-blocks",
+                                      background=True)
         self._columns = SegmentColumns(view, index)
         self._keyframe_index = KeyframeIndex(self._columns)
 
@@ -190,7 +194,7 @@ class SamplePipeline:
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in (
             "_view", "_index", "_sample_index", "_edge", "_sample_metadata", "_plans", "_pool",
-            "_decode_errors", "_concurrent_blocks")}
+            "_block_pool", "_decode_errors", "_concurrent_blocks")}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -465,6 +469,11 @@ class SamplePipeline:
         """
         n = len(block.indices)
         threads = self._pool.threads
+        # Blocks prepared at once hand their tasks to one pool of ``threads`` threads (the
+        # fetch threads only wait), so that together they never decode on more threads than
+        # asked; whole-field decoders (video) share the threads out themselves instead.
+        pooled = self._concurrent_blocks > 1 and all(
+            job.plan.field.decode.decode_concurrency != "field" for job in block.jobs)
         tasks: list[tuple[FieldJob, RequestArrays]] = []
         parts: dict[str, list[tuple[npt.NDArray[np.int64], Sequence[Any]]]] = {}
         log = block.failures
@@ -488,10 +497,11 @@ class SamplePipeline:
                 job = replace(job, batch=replace(batch, output_arena=arena,
                                                  channels_last=channels_last,
                                                  decode_threads=share))
-            if concurrency == "inline" or threads <= 1:
+            if concurrency == "inline" or (threads <= 1 and not pooled):
                 parts[job.plan.key].append((job.requests.sample_positions,
                                             _run_decode(job, job.requests)))
-            elif concurrency == "requests" and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
+            elif concurrency == "requests" and threads > 1 \
+                    and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
                 chunks = min(TASKS_PER_THREAD * threads,
                              len(job.requests) // MIN_REQUESTS_PER_THREAD)
                 edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
@@ -509,15 +519,23 @@ class SamplePipeline:
                     k = queue.popleft()  # atomic: threads never take the same task
                 except IndexError:
                     return
-                results[k] = _run_decode(*tasks[k])
+                try:
+                    results[k] = _run_decode(*tasks[k])
+                except BaseException:  # no further task starts; the error is re-raised below
+                    queue.clear()
+                    raise
 
-        helpers = [self._pool.submit(drain) for _ in range(min(threads - 1, len(tasks) - 1))]
         error: BaseException | None = None
-        try:
-            drain()
-        except BaseException as err:  # re-raised once the helpers have stopped
-            queue.clear()
-            error = err
+        if pooled and tasks:
+            # The pool's threads take this block's tasks after the earlier block's: a thread
+            # that runs out of work moves on to the next block without a thread more.
+            helpers = [self._block_pool.submit(drain) for _ in range(min(threads, len(tasks)))]
+        else:
+            helpers = [self._pool.submit(drain) for _ in range(min(threads - 1, len(tasks) - 1))]
+            try:
+                drain()
+            except BaseException as err:  # re-raised once the helpers have stopped
+                error = err
         for helper in helpers:
             exc = helper.exception()
             if exc is not None and error is None:

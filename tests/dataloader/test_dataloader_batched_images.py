@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import itertools
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -242,3 +244,46 @@ def test_image_fields_prepare_two_blocks_at_once() -> None:
     assert fetch_threads(numeric, shuffled_blocks=True) == 1
     assert fetch_threads({**FIELDS, **video}, shuffled_blocks=False) == 1
     assert fetch_threads({**FIELDS, **video}, shuffled_blocks=True) == 2
+
+
+class _CountingImageDecoder(ImageDecoder):
+    """An ImageDecoder that records how many of its decode calls run at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lock = threading.Lock()
+        self.running = 0
+        self.most = 0
+
+    def decode(self, batch: Any, requests: Any) -> Any:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.002)  # long enough for the other block's tasks to overlap, if they may
+            return super().decode(batch, requests)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_two_blocks_at_once_decode_on_no_more_threads_than_asked(cams: DatasetEntry,
+                                                                 threads: int) -> None:
+    """With two blocks prepared at once, only the decode threads decode (the fetch threads wait):
+    the blocks together never run more decode calls at once than ``decode_threads``, and the
+    samples are those of one block at a time."""
+    counting = _CountingImageDecoder()
+    fields = {"image": Field(CAM, counting), "step": Field(STEP, NumericDecoder())}
+
+    def make(decoder_fields: dict[str, Field]) -> RerunIterableDataset:
+        return RerunIterableDataset(DataSource(cams), "frame_index", decoder_fields,
+                                    shuffle_strategy=SampleShuffle(), seed=3, fetch_block_size=8,
+                                    batch_size=4, decode_threads=threads)
+
+    got = list(DataLoader(make(fields), batch_size=None))
+    want = list(DataLoader(make(FIELDS), batch_size=None))
+    assert counting.most == threads
+    assert len(got) == len(want) == 2 * NUM_FRAMES // 4
+    for g, w in zip(got, want, strict=True):
+        assert torch.equal(g["image"], w["image"]) and torch.equal(g["step"], w["step"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,7 @@ from rayform.dataloader import (
 )
 from rayform.dataloader._iterable_dataset import FIRST_FETCH_SAMPLES
 from rayform.dataloader._partition import StreamPosition
+from rayform.decoders._thread_pool import ThreadPool
 
 FORK_WITH_THREADS = "ignore:This process .* is multi-threaded:DeprecationWarning"
 
@@ -138,9 +141,10 @@ def test_a_worker_decodes_a_first_batch_before_the_rest_of_its_first_block(
                               fetch_block_size=64, batch_size=batch_size)
     main, worker = StreamPosition(), StreamPosition(num_workers=1, in_worker=True)
     stream = ds._order.stream(ds._pipeline, worker, epoch=0, start=0)
-    whole = ds._blocks(stream, main)[1]
-    todo, cut = ds._blocks(stream, worker)
+    _, whole, was_cut = ds._blocks(stream, main)
+    todo, cut, is_cut = ds._blocks(stream, worker)
     first = batch_size or FIRST_FETCH_SAMPLES
+    assert (was_cut, is_cut) == (False, True)
     assert [len(b) for b in cut[:2]] == [first, len(whole[0]) - first]
     assert int(todo[0]) in cut[0]
     np.testing.assert_array_equal(np.concatenate(cut), np.concatenate(whole))
@@ -156,3 +160,32 @@ def test_worker_streams_with_a_cut_first_block_match_the_main_process(
                                 multiprocessing_context="fork" if w else None))
             for w in (0, 1)]
     assert runs[0] == runs[1] and sorted(runs[0]) == list(range(len(ds)))
+
+
+@pytest.mark.parametrize("first_alone", [False, True])
+def test_a_cut_first_block_is_decoded_before_the_second_starts(robots_dataset: DatasetEntry,
+                                                               first_alone: bool) -> None:
+    """Two blocks ahead as a rule; after a worker's cut first block, the second block starts only
+    once the first is decoded (it would share the worker's CPU with the first batch)."""
+    ds = RerunIterableDataset(DataSource(robots_dataset), "frame_index", _fields(),
+                              fetch_block_size=8)
+    ds._prefetch = ThreadPool(2, name="test-fetch", background=True)
+    events: list[tuple[str, int]] = []
+    lock = threading.Lock()
+
+    def process(indices: np.ndarray) -> int:
+        key = int(indices[0])
+        with lock:
+            events.append(("start", key))
+        time.sleep(0.05 if not events[1:] else 0.0)  # the first block is slow
+        with lock:
+            events.append(("end", key))
+        return len(indices)
+
+    indices = np.arange(24, dtype=np.int64)
+    blocks = [np.arange(0, 8), np.arange(8, 16), np.arange(16, 24)]
+    got = [n for _, n in ds._prefetched(blocks, indices, process, first_alone=first_alone)]
+    assert got == [8, 8, 8]
+    second_start = events.index(("start", 8))
+    first_end = events.index(("end", 0))
+    assert (second_start > first_end) is first_alone
