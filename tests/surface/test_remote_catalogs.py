@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 from pathlib import Path
 
@@ -15,8 +16,10 @@ from rayform.catalog import index_catalog
 from rayform.errors import CorruptMetadataError, ReadOnlyCatalogError, RemoteError
 from rayform.recording._columns import LAST_UPDATED_AT, STORAGE_URLS
 from rayform.storage import ObjectCache, RemoteStore, RetryPolicy
+from rayform.storage._https import HttpTransport
 from rayform.storage._parts import PartPlan
 from rayform.storage._s3 import S3Transport
+from rayform.storage._store import object_key
 
 JOINTS = "/joints/position:Scalars:scalars"
 CAM = "/cam0/rgb:EncodedImage:blob"
@@ -167,3 +170,27 @@ def test_s3_objects_larger_than_a_part_come_in_ranged_parts(s3_url: str, tmp_pat
         assert size > 2 * part
         assert store.object_path(digest).stat().st_size == size
     assert len(asked) == sum(-(-size // part) for size in objects.values())
+
+
+def test_https_objects_larger_than_a_part_come_in_ranged_parts(https_catalog: Https,
+                                                               tmp_path: Path) -> None:
+    """Against a web server that answers ranges (206, Content-Range): objects are rebuilt from
+    parts and verified whole; an empty file (416 for any range) is asked for again whole."""
+    catalog = rayform.Catalog.open(https_catalog.url)
+    records = catalog.get_dataset("robots").segment_records()
+    objects = {layer.object: layer.size_bytes for r in records for layer in r.layers.values()}
+    https_catalog.log.serve_ranges = True
+    part = 4096
+    store = RemoteStore(HttpTransport(https_catalog.url, retry=RetryPolicy.from_env()),
+                        cache=ObjectCache(tmp_path / "cache"),
+                        parts=PartPlan(part_bytes=part, connections=3))
+    for digest, size in objects.items():
+        assert size > 2 * part
+        assert store.object_path(digest).stat().st_size == size
+    assert len(https_catalog.log.ranges) == sum(-(-size // part) for size in objects.values())
+    empty = hashlib.sha256(b"").hexdigest()
+    served = tmp_path / "site" / "cat" / object_key(empty)  # the https_catalog fixture's site
+    served.parent.mkdir(parents=True, exist_ok=True)
+    served.write_bytes(b"")
+    assert store.object_path(empty).read_bytes() == b""
+    assert https_catalog.log.gets_of(empty) == 2  # 416 for bytes 0-4095, then the whole file
