@@ -26,6 +26,9 @@ from torch.utils.data import default_collate
 from rayform.decoders import TensorRows
 
 Sample = dict[str, Any]
+REORDER_MAX_BYTES = 1 << 20
+"""A complete column this small is reordered into block order when it is made (one gather per
+block rather than one per batch)."""
 
 
 def gather_rows(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -184,7 +187,14 @@ def _one_tensor(size: int, parts: Sequence[tuple[npt.NDArray[np.int64], Sequence
                                   first.storage_offset())
     positions = np.concatenate([p for p, _ in parts])
     rows[positions] = np.arange(len(positions), dtype=np.int64)
-    return StackedColumn.of(joined, rows)
+    column = StackedColumn.of(joined, rows)
+    if not column.identity and len(positions) == size and joined.shape[0] == size \
+            and joined.numel() * joined.element_size() <= REORDER_MAX_BYTES:
+        # Small rows (numeric fields, decoded in segment order): put them in block order once
+        # here, so that batches of consecutive samples are views rather than a gather each.
+        return StackedColumn(gather_rows(joined, torch.from_numpy(rows)),
+                             np.arange(size, dtype=np.int64), True)
+    return column
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:

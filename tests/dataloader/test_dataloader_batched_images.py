@@ -27,6 +27,7 @@ from rayform.dataloader import (
     SampleShuffle,
     VideoFrameDecoder,
 )
+from rayform.dataloader import _block_columns as block_columns
 from rayform.dataloader._block_columns import ListColumn, StackedColumn, field_column
 from rayform.dataloader._iterable_dataset import fetch_threads
 from rayform.decoders import TensorRows
@@ -116,7 +117,9 @@ def test_in_order_jpeg_batches_are_views_of_the_decode_buffer(cams: DatasetEntry
     assert torch.equal(first["image"], kept)
 
 
-def test_field_column_joins_only_rows_that_lie_back_to_back() -> None:
+def test_field_column_joins_only_rows_that_lie_back_to_back(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(block_columns, "REORDER_MAX_BYTES", 0)  # rows as large as frames
     buffer = torch.arange(24, dtype=torch.uint8).reshape(6, 4)
     positions = [np.array([2, 0], dtype=np.int64), np.array([1, 3], dtype=np.int64)]
     joined = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
@@ -131,6 +134,24 @@ def test_field_column_joins_only_rows_that_lie_back_to_back() -> None:
     for column, second in ((gap, 3), (apart, 2)):
         assert isinstance(column, ListColumn)
         assert torch.equal(column.items[0], buffer[1]) and torch.equal(column.items[1], buffer[second])
+
+
+def test_small_complete_columns_are_put_in_block_order_once() -> None:
+    """Numeric rows decode in segment order; a small complete column is reordered into block
+    order when it is made, so that batches of consecutive samples are views, not gathers."""
+    buffer = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    positions = [np.array([2, 0], dtype=np.int64), np.array([1, 3], dtype=np.int64)]
+    column = field_column(4, [(positions[0], TensorRows(buffer[0:2])),
+                              (positions[1], TensorRows(buffer[2:4]))])
+    assert isinstance(column, StackedColumn) and column.identity
+    want = buffer[[1, 2, 0, 3]]  # sample 0 was row 1, sample 1 row 2, sample 2 row 0, ...
+    assert torch.equal(column.tensor, want)
+    batch = column.rows_at(1, 3)
+    assert torch.equal(batch, want[1:3]) and batch.data_ptr() == column.tensor[1].data_ptr()
+    partial = field_column(5, [(positions[0], TensorRows(buffer[0:2])),
+                               (positions[1], TensorRows(buffer[2:4]))])
+    assert isinstance(partial, StackedColumn) and not partial.identity  # sample 4 has no row
+    assert partial.tensor.data_ptr() == buffer.data_ptr()
 
 
 @pytest.mark.parametrize("threads", [1, 2])
