@@ -18,7 +18,7 @@ from urllib.parse import quote, urlsplit
 from rayform.errors import CatalogNotFoundError, CorruptMetadataError, RemoteError
 from rayform.storage._cache import Sink
 from rayform.storage._listing import decode_listing, listing_key
-from rayform.storage._parts import RangeRefusedError, RangeReply, parse_content_range
+from rayform.storage._parts import RangeReply, parse_content_range
 from rayform.storage._remote import Transport
 from rayform.storage._retry import RetryPolicy, TransientError, response_timeout_s
 
@@ -114,9 +114,6 @@ class HttpTransport(Transport):
         self._finish(resp)
         if resp.status == 404:
             raise FileNotFoundError(f"{where} does not exist (HTTP 404)")
-        if resp.status == 416 and byte_range is not None:
-            raise RangeRefusedError(f"{method} {where}: HTTP 416 for bytes {byte_range[0]}-"
-                                f"{byte_range[1] - 1}")
         if resp.status == 429 or resp.status >= 500:
             raise TransientError(f"{method} {where}: HTTP {resp.status} {resp.reason}")
         raise RemoteError(
@@ -148,26 +145,24 @@ class HttpTransport(Transport):
                 f"GET {self.url}/{key}: connection closed after {received} of {expected} bytes"
             )
 
-    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply:
-        what = f"GET {self.url}/{key} bytes {start}-{stop - 1}"
-        try:
-            resp = self._request("GET", key, byte_range=(start, stop))
-        except RangeRefusedError:
-            if start:
-                raise TransientError(f"{what}: the server refused a range inside the file (it "
-                                     "changed size between requests?)") from None
-            resp = self._request("GET", key)  # an empty file
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
+        """GET bytes ``[start, stop)`` of ``key``, or all of it when ``stop`` is None."""
+        what = f"GET {self.url}/{key}" + ("" if stop is None else f" bytes {start}-{stop - 1}")
+        resp = self._request("GET", key, byte_range=None if stop is None else (start, stop))
         declared = resp.getheader("Content-Length")
         length = int(declared) if declared is not None and declared.isdigit() else None
-        if resp.status != 206:  # the server ignores ranges: the whole file is coming
-            return RangeReply(total_bytes=None, start=0, length_bytes=length,
-                              chunks=self._chunks(key, resp), close=lambda: self._abandon(resp))
+        accepts = (resp.getheader("Accept-Ranges") or "").strip().lower() == "bytes"
+        if resp.status != 206:  # the whole file (asked for, or a server that ignores ranges)
+            return RangeReply(total_bytes=length, start=0, length_bytes=length,
+                              accepts_ranges=accepts, chunks=self._chunks(key, resp),
+                              close=lambda: self._abandon(resp))
         found = parse_content_range(resp.getheader("Content-Range"), what=what)
         if found is None:
             self._drop()
             raise TransientError(f"{what}: HTTP 206 without a Content-Range")
         return RangeReply(total_bytes=found[2], start=found[0], length_bytes=length,
-                          chunks=self._chunks(key, resp), close=lambda: self._abandon(resp))
+                          accepts_ranges=True, chunks=self._chunks(key, resp),
+                          close=lambda: self._abandon(resp))
 
     def _chunks(self, key: str, resp: http.client.HTTPResponse) -> Iterator[bytes]:
         """A response body in chunks; a dropped connection raises ``TransientError``."""

@@ -2,9 +2,11 @@
 
 Object stores cap each connection (S3: roughly 50-90 MB/s) and scale with concurrent requests, so
 one GET of a large object takes ``size / per-connection rate`` however fast the machine's link is.
-:func:`download_in_parts` asks for the first :attr:`PartPlan.part_bytes` with a ranged GET (the
-reply names the object's size), then for the other parts on up to :attr:`PartPlan.connections`
-connections at once, each written at its offset into the caller's (temporary) file.
+:func:`download_in_parts` sends a plain GET (an object no larger than :attr:`PartPlan.part_bytes`
+costs what it always did); when the reply names a larger size and the server takes ranges, it
+keeps only the first part of that reply and asks for the others with ranged GETs, on up to
+:attr:`PartPlan.connections` connections at once, each written at its offset into the caller's
+(temporary) file.
 
 Verification is unchanged: the sha256 of the whole object is computed over the bytes written, in
 order, by a :class:`HashFront` that hashes each chunk from memory when it lands at the front and
@@ -28,7 +30,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rayform.errors import ConfigError, RemoteError
+from rayform.errors import ConfigError
 from rayform.storage._retry import TransientError
 
 DEFAULT_PART_BYTES = 8 << 20
@@ -37,11 +39,6 @@ READ_BACK_BYTES = 1 << 20
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
 Writing = Callable[[str], AbstractContextManager[None]]
-
-
-class RangeRefusedError(RemoteError):
-    """HTTP 416: a range starting past the object's end (S3 answers so for any range of an
-    empty object); a transport asks again without a range when it was the first byte."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,13 +64,15 @@ class PartPlan:
 
 @dataclass(slots=True, kw_only=True)
 class RangeReply:
-    """A transport's answer to a ranged GET.
+    """A transport's answer to a GET, whole or ranged.
 
     Attributes:
-        total_bytes: the object's size named by the reply's ``Content-Range``; ``None`` when the
-            server ignored the range and sends the whole object.
-        start: the first byte the body holds (0 when ``total_bytes`` is None).
+        total_bytes: the object's size (a ranged reply's ``Content-Range``, a whole one's
+            ``Content-Length``), when the server says.
+        start: the first byte the body holds (0 for a whole object).
         length_bytes: what the body should hold (its ``Content-Length``), when the server says.
+        accepts_ranges: the server answers ranged GETs (S3 always; a web server that says
+            ``Accept-Ranges: bytes``).
         chunks: the body; raises :class:`TransientError` when the connection drops.
         close: releases the connection (called once the body is read or abandoned).
     """
@@ -81,6 +80,7 @@ class RangeReply:
     total_bytes: int | None
     start: int
     length_bytes: int | None
+    accepts_ranges: bool
     chunks: Iterator[bytes]
     close: Callable[[], None] = field(default=lambda: None)
 
@@ -107,7 +107,7 @@ class RangedSource(Protocol):
 
     url: str
 
-    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply: ...
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply: ...
 
 
 class HashFront:
@@ -186,18 +186,15 @@ def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartP
     """
     what = f"GET {transport.url}/{key}"
     front = HashFront(fd)
-    first = transport.open_range(key, 0, plan.part_bytes)
-    if first.total_bytes is None:  # the server ignored the range: the whole object is coming
+    # A plain GET first: an object no larger than a part costs what it always did, and a
+    # larger one's first part streams while the others are asked for.
+    first = transport.open_range(key, 0, None)
+    total = first.total_bytes
+    if (total is None or total <= plan.part_bytes or plan.connections < 2
+            or not first.accepts_ranges):
         size = _write_body(first, fd, front, start=0, expected=None, what=what, writing=writing)
         return front.hexdigest(size), size, 1
-    total = first.total_bytes
-    if first.start != 0:
-        first.close()
-        raise TransientError(f"{what}: asked for the first bytes, the server answered from byte "
-                             f"{first.start}")
     bounds = [(s, min(s + plan.part_bytes, total)) for s in range(0, total, plan.part_bytes)]
-    if not bounds:
-        bounds = [(0, 0)]
     stop = threading.Event()
 
     def part(start: int, end: int) -> None:
@@ -213,9 +210,6 @@ def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartP
                     writing=writing, stop=stop)
 
     workers = min(plan.connections - 1, len(bounds) - 1)
-    if workers < 1:
-        _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what, writing=writing)
-        return front.hexdigest(total), total, 1
     todo = iter(bounds[1:])  # taken in order, so that the hash front keeps moving
     lock = threading.Lock()
     failures: list[BaseException] = []
@@ -240,7 +234,7 @@ def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartP
         thread.start()
     try:
         _write_body(first, fd, front, start=0, expected=bounds[0][1], what=what, writing=writing,
-                    stop=stop)
+                    stop=stop, first_of_whole=True)
     except BaseException as err:
         stop.set()  # parts not started are skipped, running ones stop at their next chunk
         failures.append(err)  # after a part's own failure, which stopped this one
@@ -254,32 +248,41 @@ def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartP
 
 def _write_body(reply: RangeReply, fd: int, front: HashFront, *, start: int,
                 expected: int | None, what: str, writing: Writing,
-                stop: threading.Event | None = None) -> int:
-    """Write a reply's body at ``start``; returns its length (checked against ``expected``)."""
+                stop: threading.Event | None = None, first_of_whole: bool = False) -> int:
+    """Write a reply's body at ``start``; returns its length (checked against ``expected``).
+    ``first_of_whole``: the reply is the whole object, of which only the first ``expected``
+    bytes are wanted (the rest is left unread and the connection dropped)."""
     pos = start
     try:
         for chunk in reply.chunks:
             if stop is not None and stop.is_set():
                 raise TransientError(f"{what}: stopped (another part failed)")
             if expected is not None and pos - start + len(chunk) > expected:
-                raise TransientError(f"{what}: the server sent more than the {expected} bytes "
-                                     f"asked for from byte {start}")
-            with writing("writing a download"):
-                view = memoryview(chunk)
-                at = pos
-                while view:
-                    written = os.pwrite(fd, view, at)
-                    view = view[written:]
-                    at += written
+                if not first_of_whole:
+                    raise TransientError(f"{what}: the server sent more than the {expected} "
+                                         f"bytes asked for from byte {start}")
+                chunk = chunk[:expected - (pos - start)]
+            _write_at(fd, chunk, pos, writing)
             front.wrote(pos, chunk)
             pos += len(chunk)
+            if first_of_whole and pos - start == expected:
+                break
     finally:
         reply.close()
     got = pos - start
-    if reply.length_bytes is not None and got != reply.length_bytes:
+    if not first_of_whole and reply.length_bytes is not None and got != reply.length_bytes:
         raise TransientError(f"{what}: connection closed after {got} of {reply.length_bytes} "
                              f"bytes from byte {start}")
     if expected is not None and got != expected:
         raise TransientError(f"{what}: got {got} of the {expected} bytes asked for from byte "
                              f"{start}")
     return got
+
+
+def _write_at(fd: int, chunk: bytes, pos: int, writing: Writing) -> None:
+    with writing("writing a download"):
+        view = memoryview(chunk)
+        while view:
+            written = os.pwrite(fd, view, pos)
+            view = view[written:]
+            pos += written

@@ -57,9 +57,9 @@ class Transport(ABC):
     def download(self, key: str, sink: Sink) -> None:
         """Stream a file's content into ``sink``; a short body raises ``TransientError``."""
 
-    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply:
-        """Start a GET of bytes ``[start, stop)`` of ``key`` (where :attr:`ranged`); a reply with
-        ``total_bytes=None`` carries the whole object (a server that ignores ranges)."""
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
+        """Start a GET of bytes ``[start, stop)`` of ``key``, or of all of it when ``stop`` is
+        None (where :attr:`ranged`); see :class:`~rayform.storage._parts.RangeReply`."""
         raise NotImplementedError(f"{type(self).__name__} has no ranged GETs")
 
     @abstractmethod

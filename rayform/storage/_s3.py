@@ -27,7 +27,7 @@ from typing import Any
 
 from rayform.errors import CatalogNotFoundError, RemoteError, UnsafeStoreError
 from rayform.storage._cache import Sink
-from rayform.storage._parts import RangeRefusedError, RangeReply, parse_content_range
+from rayform.storage._parts import RangeReply, parse_content_range
 from rayform.storage._remote import Transport
 from rayform.storage._retry import RetryPolicy, TransientError
 
@@ -37,7 +37,6 @@ _MISSING = {"404", "NoSuchKey", "NotFound"}
 _TRANSIENT = {"500", "502", "503", "504", "429", "SlowDown", "InternalError", "RequestTimeout",
               "ServiceUnavailable", "Throttling", "ThrottlingException", "RequestTimeTooSkewed"}
 _PRECONDITION = {"412", "PreconditionFailed", "ConditionalRequestConflict", "409"}
-_INVALID_RANGE = {"InvalidRange", "416"}
 
 
 def _boto() -> Any:
@@ -155,8 +154,6 @@ class S3Transport(Transport):
             return FileNotFoundError(f"{what}: no such key ({code or status})")
         if code in _TRANSIENT or status.startswith("5") or status == "429":
             return TransientError(f"{what}: {code} (HTTP {status})")
-        if code in _INVALID_RANGE or status == "416":
-            return RangeRefusedError(f"{what}: {code} (HTTP {status})")
         if code in _PRECONDITION or status in ("412",):
             return FileExistsError(f"{what}: {code}")
         return RemoteError(f"{what}: {code} (HTTP {status}): {err}; check the bucket, the key "
@@ -174,23 +171,18 @@ class S3Transport(Transport):
         if 0 <= expected != received:
             raise TransientError(f"{what}: got {received} of {expected} bytes")
 
-    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply:
-        what = f"GET {self.url}/{key} bytes {start}-{stop - 1}"
-        get = self._client().get_object
-        try:
-            resp = self._call(what, get, Bucket=self.bucket, Key=self._key(key),
-                              Range=f"bytes={start}-{stop - 1}")
-        except RangeRefusedError:
-            if start:
-                raise TransientError(f"{what}: the server refused a range inside the object "
-                                     "(it changed size between requests?)") from None
-            resp = self._call(what, get, Bucket=self.bucket, Key=self._key(key))  # empty object
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
+        """GET bytes ``[start, stop)`` of ``key``, or all of it when ``stop`` is None."""
+        ranged = {} if stop is None else {"Range": f"bytes={start}-{stop - 1}"}
+        what = f"GET {self.url}/{key}" + ("" if stop is None else f" bytes {start}-{stop - 1}")
+        resp = self._call(what, self._client().get_object, Bucket=self.bucket,
+                          Key=self._key(key), **ranged)
+        length = int(resp["ContentLength"]) if "ContentLength" in resp else None
         found = parse_content_range(resp.get("ContentRange"), what=what)
         body = resp["Body"]
-        length = int(resp["ContentLength"]) if "ContentLength" in resp else None
-        return RangeReply(total_bytes=None if found is None else found[2],
+        return RangeReply(total_bytes=length if found is None else found[2],
                           start=0 if found is None else found[0], length_bytes=length,
-                          chunks=self._chunks(what, body), close=body.close)
+                          accepts_ranges=True, chunks=self._chunks(what, body), close=body.close)
 
     def _chunks(self, what: str, body: Any) -> Iterator[bytes]:
         """A response body in chunks; a dropped connection raises ``TransientError``."""

@@ -22,10 +22,10 @@ CHUNK = 7  # transport chunk (bytes): parts arrive in several chunks each
 
 
 class RangedTransport(Transport):
-    """Serves ``objects`` by key with ranged GETs, recording each range and the most requests
-    open at once; with ``together``, that many requests after the first (which names the
-    object's size) answer only once all of them are open (requests made one after another
-    fail)."""
+    """Serves ``objects`` by key with plain and ranged GETs (``Accept-Ranges`` unless not
+    ``honours_ranges``), recording each request and the most open at once; with ``together``,
+    that many requests after the first (which names the object's size) answer only once all of
+    them are open (requests made one after another fail)."""
 
     url = "s3://bucket/cat"
     writable = False
@@ -34,7 +34,7 @@ class RangedTransport(Transport):
     def __init__(self, objects: dict[str, bytes], *, together: int = 1,
                  honours_ranges: bool = True) -> None:
         self.objects = objects
-        self.ranges: list[tuple[int, int]] = []
+        self.ranges: list[tuple[int, int | None]] = []  # (start, stop); None: a plain GET
         self.open_now = 0
         self.most_open = 0
         self.honours_ranges = honours_ranges
@@ -48,7 +48,7 @@ class RangedTransport(Transport):
     def download(self, key: str, sink: Sink) -> None:
         sink.write(self.objects[key])
 
-    def open_range(self, key: str, start: int, stop: int, /) -> RangeReply:
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
         data = self.objects[key.rsplit("/", 1)[1]]
         with self._lock:
             self.ranges.append((start, stop))
@@ -59,15 +59,17 @@ class RangedTransport(Transport):
         if wait:
             assert self._barrier is not None
             self._barrier.wait()
-        if not self.honours_ranges:
-            return RangeReply(total_bytes=None, start=0, length_bytes=len(data),
+        if stop is None:
+            return RangeReply(total_bytes=len(data), start=0, length_bytes=len(data),
+                              accepts_ranges=self.honours_ranges,
                               chunks=self._chunks(data, 0, len(data)), close=self._closed)
         end = min(stop, len(data))
         if self.short_from == start:
             end -= 1
         claimed = start + 1 if self.shift_from == start else start
         return RangeReply(total_bytes=len(data), start=claimed, length_bytes=None,
-                          chunks=self._chunks(data, start, end), close=self._closed)
+                          accepts_ranges=True, chunks=self._chunks(data, start, end),
+                          close=self._closed)
 
     def _chunks(self, data: bytes, start: int, end: int) -> Iterator[bytes]:
         for pos in range(start, end, CHUNK):
@@ -111,7 +113,9 @@ def test_a_large_object_comes_in_ranged_parts_reassembled_and_verified(tmp_path:
     transport = RangedTransport(_served((digest, data)))
     path = _store(transport, tmp_path, PartPlan(part_bytes=96, connections=3)).object_path(digest)
     assert path.read_bytes() == data
-    assert sorted(transport.ranges) == [(s, min(s + 96, 1000)) for s in range(0, 1000, 96)]
+    # a plain GET (whose first 96 bytes are kept), then the other parts as ranged GETs
+    assert transport.ranges[0] == (0, None)
+    assert sorted(transport.ranges[1:]) == [(s, min(s + 96, 1000)) for s in range(96, 1000, 96)]
     assert transport.open_now == 0  # every reply released
 
 
@@ -129,15 +133,15 @@ def test_an_object_no_larger_than_a_part_takes_one_request(tmp_path: Path) -> No
     digest, data = _object(96, seed=2)
     transport = RangedTransport(_served((digest, data)))
     _store(transport, tmp_path, PartPlan(part_bytes=96, connections=4)).object_path(digest)
-    assert transport.ranges == [(0, 96)]
+    assert transport.ranges == [(0, None)]
 
 
-def test_a_server_that_ignores_ranges_sends_the_whole_object_once(tmp_path: Path) -> None:
+def test_a_server_without_ranges_sends_the_whole_object_once(tmp_path: Path) -> None:
     digest, data = _object(500, seed=3)
     transport = RangedTransport(_served((digest, data)), honours_ranges=False)
     path = _store(transport, tmp_path, PartPlan(part_bytes=64, connections=4)).object_path(digest)
     assert path.read_bytes() == data
-    assert transport.ranges == [(0, 64)]
+    assert transport.ranges == [(0, None)]
 
 
 def test_an_empty_object_is_cached(tmp_path: Path) -> None:

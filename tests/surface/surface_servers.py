@@ -31,7 +31,7 @@ class ServerLog:
 
     gets: list[str] = field(default_factory=list)
     drop_next: int = 0  # the next N GETs of objects/ send half their body, then hang up
-    serve_ranges: bool = False  # answer "Range: bytes=a-b" with 206 (else the whole file)
+    serve_ranges: bool = False  # say Accept-Ranges, answer "Range: bytes=a-b" with 206
     ranges: list[tuple[int, int]] = field(default_factory=list)  # (first, last) served, 206
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -80,6 +80,11 @@ def _handler(directory: Path, log: ServerLog) -> type[http.server.SimpleHTTPRequ
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
+
+        def end_headers(self) -> None:
+            if log.serve_ranges:
+                self.send_header("Accept-Ranges", "bytes")
+            super().end_headers()
 
         def _ranged(self, wanted: str) -> None:
             path = Path(self.translate_path(self.path))
