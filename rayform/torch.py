@@ -55,6 +55,7 @@ from rayform.dataloader import (
     ImageDecoder,
     NumericDecoder,
     RerunMapDataset,
+    SampleIndex,
 )
 from rayform.dataloader._config import EdgeMode, check_edge
 from rayform.dataloader._pipeline import IS_PAD_SUFFIX, META_KEY
@@ -86,6 +87,7 @@ TIME_KEY = "t_ns"
 TASK_KEY = "task"
 RESERVED_KEYS = (ACTION_KEY, ACTION_PAD_KEY, TIME_KEY, TASK_KEY, META_KEY)
 _ITER_BATCH = 32
+_FIRST_USE_BLOCK = 4096  # samples numbered at a time while ordering the read-ahead
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -215,6 +217,12 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self._ddp.share_memory_()  # type: ignore[no-untyped-call]
         self._refresh_ranks()
         self._order_cache: tuple[int, npt.NDArray[np.int64]] | None = None
+        # Now that the sample index is built, this epoch's order is known: the objects its
+        # first samples read go to the front of the read-ahead started above (in slice order),
+        # in the order they are first needed. A DataLoader that shuffles again reads another
+        # order of the same objects: a hint only, consumed a block of samples at a time.
+        objects = {s.segment_id: s.objects for s in slice_.segments}
+        store.prefetch(self._objects_by_first_use(objects), first=True)
 
     # ------------------------------------------------------------------------ resolving
     def _resolve(self, view: DatasetView, name: str, timeline: str, fields: dict[str, Field],
@@ -293,6 +301,16 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
                      np.random.default_rng([self.seed, epoch]).permutation(n).astype(np.int64))
             self._order_cache = (epoch, order)
         return self._order_cache[1]
+
+    def _objects_by_first_use(self, objects: dict[str, tuple[str, ...]]) -> Iterator[str]:
+        """The objects of ``objects`` (segment id -> its objects) in the order this process's
+        epoch first reads their segments (lazily: numbering as few samples as it yields)."""
+        order = self.epoch_order()
+        shard = self._rank_shard()
+        if shard is not None:
+            per = self.num_samples // shard[1]
+            order = order[shard[0] * per:(shard[0] + 1) * per]
+        return _first_use(self._map.sample_index, order, objects)
 
     # ------------------------------------------------------------------------- sharding
     def _refresh_ranks(self) -> None:
@@ -396,6 +414,20 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         pose = np.concatenate([p.numpy().astype(np.float64) for p in parts], axis=-1)
         converted = convert_pose(pose, self._conventions[segment], self.frame)
         return torch.from_numpy(converted.astype(np.float32))
+
+
+def _first_use(index: SampleIndex, order: npt.NDArray[np.int64],
+               objects: dict[str, tuple[str, ...]]) -> Iterator[str]:
+    """Objects in the order the samples ``order`` first read their segments (see above)."""
+    seen: set[int] = set()
+    for start in range(0, len(order), _FIRST_USE_BLOCK):
+        positions, _ = index.locate(order[start:start + _FIRST_USE_BLOCK])
+        for position in dict.fromkeys(positions.tolist()):
+            if position not in seen:
+                seen.add(position)
+                yield from objects.get(index.segment_id(position), ())
+        if len(seen) == index.num_segments:
+            return
 
 
 def _three_channels(image: torch.Tensor) -> torch.Tensor:

@@ -94,6 +94,9 @@ class HashingSink:
 
 
 Download = Callable[[Sink], None]
+# Writes an object into an open, empty file descriptor; returns (sha256 hex of the bytes written,
+# their number, the requests it took).
+Fill = Callable[[int], tuple[str, int, int]]
 
 
 class ObjectCache:
@@ -199,6 +202,25 @@ class ObjectCache:
         Raises:
             RemoteError: every attempt failed.
         """
+        def fill(fd: int) -> tuple[str, int, int]:
+            with open(fd, "wb", closefd=False) as fh:
+                sink = HashingSink(fh, self)
+                download(sink)
+                with self.writing("finishing a download"):
+                    fh.flush()
+            return sink.hash.hexdigest(), sink.size, 1
+
+        return self.fetch_into(digest, fill, retry=retry, what=what)
+
+    def fetch_into(self, digest: str, fill: Fill, *, retry: RetryPolicy, what: str) -> Path:
+        """Like :meth:`fetch`, with ``fill(fd)`` writing the object into the temporary file
+        (anywhere in it: ranged parts) and returning the sha256 of the bytes it wrote, their
+        number and the requests it made; the file is installed only when that digest is
+        ``digest``.
+
+        Raises:
+            RemoteError: every attempt failed.
+        """
         path = self.cached(digest)
         if path is not None:
             return path
@@ -208,26 +230,26 @@ class ObjectCache:
                 return path
 
             def attempt() -> Path:
-                return self._download_once(digest, download)
+                return self._download_once(digest, fill)
 
             return retry.run(attempt, what=what)
 
-    def _download_once(self, digest: str, download: Download) -> Path:
+    def _download_once(self, digest: str, fill: Fill) -> Path:
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
         try:
             with self.writing("starting a download"):
-                fh = tmp.open("wb")
-            with fh:
-                sink = HashingSink(fh, self)
-                download(sink)
+                fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            try:
+                got, size, requests = fill(fd)
                 with self.writing("finishing a download"):
-                    fh.flush()
-                    os.fsync(fh.fileno())
-            got = sink.hash.hexdigest()
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
             if got != digest:
+                parts = f" in {requests} ranged parts" if requests > 1 else ""
                 raise TransientError(
-                    f"downloaded {sink.size} bytes whose sha256 is {got}, not {digest} "
-                    "(truncated or altered in transit)"
+                    f"downloaded {size} bytes{parts} whose sha256 is {got}, not {digest} "
+                    "(truncated or altered in transit); nothing was cached"
                 )
             return self._install(tmp, digest)
         finally:

@@ -12,11 +12,13 @@ import http.client
 import os
 import ssl
 import threading
+from collections.abc import Iterator
 from urllib.parse import quote, urlsplit
 
 from rayform.errors import CatalogNotFoundError, CorruptMetadataError, RemoteError
 from rayform.storage._cache import Sink
 from rayform.storage._listing import decode_listing, listing_key
+from rayform.storage._parts import RangeReply, parse_content_range
 from rayform.storage._remote import Transport
 from rayform.storage._retry import RetryPolicy, TransientError, response_timeout_s
 
@@ -28,6 +30,7 @@ class HttpTransport(Transport):
     """GET / HEAD requests below a base URL."""
 
     writable = False
+    ranged = True
 
     def __init__(self, url: str, *, retry: RetryPolicy) -> None:
         parts = urlsplit(url)
@@ -83,14 +86,18 @@ class HttpTransport(Transport):
     def _path(self, key: str) -> str:
         return f"{self._base}/{quote(key, safe='/')}"
 
-    def _request(self, method: str, key: str) -> http.client.HTTPResponse:
+    def _request(self, method: str, key: str, *,
+                 byte_range: tuple[int, int] | None = None) -> http.client.HTTPResponse:
         where = f"{self.url}/{key}"
+        headers = {"Accept-Encoding": "identity"}
+        if byte_range is not None:
+            headers["Range"] = f"bytes={byte_range[0]}-{byte_range[1] - 1}"
         try:
             conn = self._connection()
             # Waiting for the response counts against the operation's deadline; reading the
             # body only against the stall timeout (a large download in progress is not cut).
             self._set_timeout(conn, response_timeout_s(self._timeout_s))
-            conn.request(method, self._path(key), headers={"Accept-Encoding": "identity"})
+            conn.request(method, self._path(key), headers=headers)
             resp = conn.getresponse()
             self._set_timeout(conn, self._timeout_s)
         except ssl.SSLCertVerificationError as err:
@@ -125,17 +132,7 @@ class HttpTransport(Transport):
         resp = self._request("GET", key)
         expected = resp.getheader("Content-Length")
         received = 0
-        while True:
-            try:
-                chunk = resp.read(CHUNK_BYTES)
-            except (OSError, http.client.HTTPException) as err:
-                self._drop()
-                raise TransientError(
-                    f"GET {self.url}/{key}: connection dropped after {received} bytes: "
-                    f"{type(err).__name__}: {err}"
-                ) from err
-            if not chunk:
-                break
+        for chunk in self._chunks(key, resp):
             try:
                 sink.write(chunk)  # a local failure (a full disk) is never a network one
             except BaseException:
@@ -147,6 +144,47 @@ class HttpTransport(Transport):
             raise TransientError(
                 f"GET {self.url}/{key}: connection closed after {received} of {expected} bytes"
             )
+
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
+        """GET bytes ``[start, stop)`` of ``key``, or all of it when ``stop`` is None."""
+        what = f"GET {self.url}/{key}" + ("" if stop is None else f" bytes {start}-{stop - 1}")
+        resp = self._request("GET", key, byte_range=None if stop is None else (start, stop))
+        declared = resp.getheader("Content-Length")
+        length = int(declared) if declared is not None and declared.isdigit() else None
+        accepts = (resp.getheader("Accept-Ranges") or "").strip().lower() == "bytes"
+        if resp.status != 206:  # the whole file (asked for, or a server that ignores ranges)
+            return RangeReply(total_bytes=length, start=0, length_bytes=length,
+                              accepts_ranges=accepts, chunks=self._chunks(key, resp),
+                              close=lambda: self._abandon(resp))
+        found = parse_content_range(resp.getheader("Content-Range"), what=what)
+        if found is None:
+            self._drop()
+            raise TransientError(f"{what}: HTTP 206 without a Content-Range")
+        return RangeReply(total_bytes=found[2], start=found[0], length_bytes=length,
+                          accepts_ranges=True, chunks=self._chunks(key, resp),
+                          close=lambda: self._abandon(resp))
+
+    def _chunks(self, key: str, resp: http.client.HTTPResponse) -> Iterator[bytes]:
+        """A response body in chunks; a dropped connection raises ``TransientError``."""
+        received = 0
+        while True:
+            try:
+                chunk = resp.read(CHUNK_BYTES)
+            except (OSError, http.client.HTTPException) as err:
+                self._drop()
+                raise TransientError(
+                    f"GET {self.url}/{key}: connection dropped after {received} bytes: "
+                    f"{type(err).__name__}: {err}"
+                ) from err
+            if not chunk:
+                return
+            received += len(chunk)
+            yield chunk
+
+    def _abandon(self, resp: http.client.HTTPResponse) -> None:
+        """A reply whose body was not read to its end cannot share its connection again."""
+        if not resp.isclosed():
+            self._drop()
 
     def exists(self, key: str) -> bool:
         try:

@@ -11,9 +11,11 @@ Bounds:
     * memory: ``max_in_flight`` downloads at once (8 by default: object stores cap each connection,
       around 50-90 MB/s on S3, and scale with concurrent requests, so a full shuffle's first batch,
       which needs every segment, waits for one wave of parallel downloads rather than several),
-      each streaming through the transport's buffer (1 MiB for S3, 1 MiB for HTTPS): at most
-      ``max_in_flight`` MiB of bytes in flight in RAM, plus one digest string per object started or
-      read;
+      each on at most ``PartPlan.connections`` ranged requests (4: objects over 8 MiB come in
+      parts, see :mod:`rayform.storage._parts`), each streaming through the transport's buffer
+      (1 MiB for S3, 1 MiB for HTTPS): at most ``max_in_flight`` x 4 MiB of bytes in flight in
+      RAM (plus a 1 MiB read-back buffer per object), and one digest string per object started
+      or read;
     * disk and bandwidth: at most ``max_ahead`` objects prefetched but not yet read; announced
       objects beyond that wait until the reader catches up (:meth:`claimed`).
 
@@ -73,15 +75,20 @@ class ObjectPrefetcher:
             self._reset()
 
     # ---------------------------------------------------------------------------- use
-    def announce(self, digests: Iterable[str]) -> None:
+    def announce(self, digests: Iterable[str], *, first: bool = False) -> None:
         """Queue objects that will be read soon, in the order given; returns at once.
 
         ``digests`` is consumed lazily, only as far as the bounds let downloads start (announcing
         every object of a 100,000-segment dataset costs nothing up front); objects already
-        started, read or present in the cache are skipped."""
+        started, read or present in the cache are skipped. With ``first`` they go before what
+        earlier calls announced (a reader that learns its order late: the objects it needs
+        soonest come first); downloads already running go on."""
         self._check_fork()
         with self._lock:
-            self._pending.append(iter(digests))
+            if first:
+                self._pending.appendleft(iter(digests))
+            else:
+                self._pending.append(iter(digests))
             self._pump()
 
     def claimed(self, digest: str) -> None:

@@ -21,6 +21,7 @@ from rayform._paths import component_problem
 from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._early import EarlyReads
+from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
 from rayform.storage._store import Store, object_key, sha256_file
@@ -44,6 +45,7 @@ class Transport(ABC):
 
     url: str
     writable: bool
+    ranged: bool = False  # implements open_range: large objects come in concurrent parts
 
     def get(self, key: str) -> bytes:
         """The whole content of a small file (through :meth:`download`)."""
@@ -54,6 +56,11 @@ class Transport(ABC):
     @abstractmethod
     def download(self, key: str, sink: Sink) -> None:
         """Stream a file's content into ``sink``; a short body raises ``TransientError``."""
+
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
+        """Start a GET of bytes ``[start, stop)`` of ``key``, or of all of it when ``stop`` is
+        None (where :attr:`ranged`); see :class:`~rayform.storage._parts.RangeReply`."""
+        raise NotImplementedError(f"{type(self).__name__} has no ranged GETs")
 
     @abstractmethod
     def list_names(self, prefix: str) -> list[str]:
@@ -75,15 +82,18 @@ class RemoteStore(Store):
     """A catalog on an object store or web server, read through the local cache."""
 
     def __init__(self, transport: Transport, *, cache: ObjectCache | None = None,
-                 retry: RetryPolicy | None = None, offline: bool = False) -> None:
+                 retry: RetryPolicy | None = None, offline: bool = False,
+                 parts: PartPlan | None = None) -> None:
         """A remote catalog's store; ``offline`` forbids the network whatever
-        ``RAYFORM_OFFLINE`` says (see :meth:`offline_view`)."""
+        ``RAYFORM_OFFLINE`` says (see :meth:`offline_view`); ``parts``: how a transport with
+        ranged GETs splits large objects (:class:`~rayform.storage._parts.PartPlan`)."""
         self.transport = transport
         self.offline = offline
         self.url = transport.url
         self.read_only = not transport.writable
         self.cache = cache if cache is not None else ObjectCache()
         self.retry = retry if retry is not None else RetryPolicy.from_env()
+        self.parts = parts if parts is not None else PartPlan()
         self.meta = MetadataCache(self.cache, self.url)
         self._namespace: str | None = None
         self._prefetcher: ObjectPrefetcher | None = None
@@ -100,7 +110,8 @@ class RemoteStore(Store):
     def offline_view(self) -> RemoteStore:
         """The same catalog and cache, read as an offline process would (what ``rayform pull``
         checks before it reports success)."""
-        return RemoteStore(self.transport, cache=self.cache, retry=self.retry, offline=True)
+        return RemoteStore(self.transport, cache=self.cache, retry=self.retry, offline=True,
+                           parts=self.parts)
 
     def _offline(self, what: str) -> OfflineError:
         return OfflineError(
@@ -234,21 +245,28 @@ class RemoteStore(Store):
         except CacheError:  # the cache folder was removed mid-download: once more
             return self._download(digest)
 
-    def prefetch(self, digests: Iterable[str]) -> None:
+    def prefetch(self, digests: Iterable[str], *, first: bool = False) -> None:
         """Start downloading ``digests`` into the cache in the background (see
-        :class:`~rayform.storage._prefetch.ObjectPrefetcher` for the bounds); nothing offline."""
+        :class:`~rayform.storage._prefetch.ObjectPrefetcher` for the bounds), ahead of earlier
+        hints when ``first``; nothing offline."""
         if self.is_offline():
             return
         if self._prefetcher is None:
             self._prefetcher = ObjectPrefetcher(self._download,
                                                lambda d: self.cache.path_of(d).exists())
-        self._prefetcher.announce(digests)
+        self._prefetcher.announce(digests, first=first)
 
     def _download(self, digest: str) -> Path:
         """One verified download into the cache (for :meth:`object_path` and read-ahead)."""
         key = object_key(digest)
-        return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
-                                retry=self.retry, what=f"download {self.url}/{key}")
+        what = f"download {self.url}/{key}"
+        if not self.transport.ranged:
+            return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
+                                    retry=self.retry, what=what)
+        return self.cache.fetch_into(
+            digest, lambda fd: download_in_parts(self.transport, key, fd, plan=self.parts,
+                                                 writing=self.cache.writing),
+            retry=self.retry, what=what)
 
     def is_cached(self, digest: str) -> bool:
         """True when ``digest`` is in the local cache (verified)."""

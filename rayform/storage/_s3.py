@@ -21,11 +21,13 @@ import contextlib
 import os
 import threading
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rayform.errors import CatalogNotFoundError, RemoteError, UnsafeStoreError
 from rayform.storage._cache import Sink
+from rayform.storage._parts import RangeReply, parse_content_range
 from rayform.storage._remote import Transport
 from rayform.storage._retry import RetryPolicy, TransientError
 
@@ -90,7 +92,8 @@ def _client_for(connect_timeout_s: float, timeout_s: float) -> Any:
                 retries={"total_max_attempts": 1, "mode": "standard"},
                 connect_timeout=connect_timeout_s,
                 read_timeout=timeout_s,
-                max_pool_connections=32,
+                # read-ahead: 8 objects x 4 ranged parts, plus metadata and on-demand reads
+                max_pool_connections=48,
                 s3={"addressing_style": "path" if custom_endpoint else "auto"},
                 # Checksum trailers (aws-chunked uploads) are not understood by every
                 # S3-compatible server; content is verified by its sha256 name instead.
@@ -106,6 +109,7 @@ class S3Transport(Transport):
     """Requests to one bucket, below one key prefix."""
 
     writable = True
+    ranged = True
 
     def __init__(self, url: str, *, retry: RetryPolicy) -> None:
         rest = url[len("s3://"):].strip("/")
@@ -157,11 +161,32 @@ class S3Transport(Transport):
 
     # ---------------------------------------------------------------------------- reads
     def download(self, key: str, sink: Sink) -> None:
-        _, botocore = _boto()
         what = f"GET {self.url}/{key}"
         resp = self._call(what, self._client().get_object, Bucket=self.bucket, Key=self._key(key))
-        body = resp["Body"]
         expected = int(resp.get("ContentLength", -1))
+        received = 0
+        for chunk in self._chunks(what, resp["Body"]):
+            sink.write(chunk)  # a local failure (a full disk) is never a network one
+            received += len(chunk)
+        if 0 <= expected != received:
+            raise TransientError(f"{what}: got {received} of {expected} bytes")
+
+    def open_range(self, key: str, start: int, stop: int | None, /) -> RangeReply:
+        """GET bytes ``[start, stop)`` of ``key``, or all of it when ``stop`` is None."""
+        ranged = {} if stop is None else {"Range": f"bytes={start}-{stop - 1}"}
+        what = f"GET {self.url}/{key}" + ("" if stop is None else f" bytes {start}-{stop - 1}")
+        resp = self._call(what, self._client().get_object, Bucket=self.bucket,
+                          Key=self._key(key), **ranged)
+        length = int(resp["ContentLength"]) if "ContentLength" in resp else None
+        found = parse_content_range(resp.get("ContentRange"), what=what)
+        body = resp["Body"]
+        return RangeReply(total_bytes=length if found is None else found[2],
+                          start=0 if found is None else found[0], length_bytes=length,
+                          accepts_ranges=True, chunks=self._chunks(what, body), close=body.close)
+
+    def _chunks(self, what: str, body: Any) -> Iterator[bytes]:
+        """A response body in chunks; a dropped connection raises ``TransientError``."""
+        _, botocore = _boto()
         received = 0
         chunks = body.iter_chunks(CHUNK_BYTES)
         try:
@@ -169,16 +194,14 @@ class S3Transport(Transport):
                 try:
                     chunk = next(chunks)
                 except StopIteration:
-                    break
+                    return
                 except (botocore.exceptions.BotoCoreError, OSError, ValueError) as err:
                     raise TransientError(f"{what}: connection dropped after {received} bytes: "
                                          f"{type(err).__name__}: {err}") from err
-                sink.write(chunk)  # a local failure (a full disk) is never a network one
                 received += len(chunk)
+                yield chunk
         finally:
             body.close()
-        if 0 <= expected != received:
-            raise TransientError(f"{what}: got {received} of {expected} bytes")
 
     def exists(self, key: str) -> bool:
         try:

@@ -70,9 +70,10 @@ class Store(ABC):
         catalog renews its time, so a concurrent garbage collection keeps it)."""
         return self.exists(object_key(digest))
 
-    def prefetch(self, digests: Iterable[str]) -> None:
+    def prefetch(self, digests: Iterable[str], *, first: bool = False) -> None:
         """Hint that the objects ``digests`` will be read soon, in this order (a remote store
-        downloads them in the background, bounded; a local one has nothing to do)."""
+        downloads them in the background, bounded; a local one has nothing to do); ``first``:
+        before whatever earlier hints announced (they are needed sooner)."""
         return None
 
     def prefetch_metadata(self, keys: Iterable[str]) -> None:

@@ -104,6 +104,17 @@ def test_announced_objects_are_pulled_lazily_and_cached_ones_skipped() -> None:
     pf.close()
 
 
+def test_objects_announced_first_go_before_earlier_hints() -> None:
+    fetch = GatedFetch()
+    pf = ObjectPrefetcher(fetch, lambda d: False, max_in_flight=1, max_ahead=10)
+    pf.announce(names(4))
+    wait_for(lambda: fetch.started == ["obj00"])  # running: it goes on
+    pf.announce(["soon1", "obj02", "soon2"], first=True)
+    fetch.release.set()
+    wait_for(lambda: len(fetch.done) == 6)
+    assert fetch.started == ["obj00", "soon1", "obj02", "soon2", "obj01", "obj03"]
+
+
 def test_a_failed_prefetch_is_dropped_and_frees_its_place() -> None:
     fetch = GatedFetch(fail=frozenset({"obj00"}))
     fetch.release.set()

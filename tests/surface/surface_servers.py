@@ -31,6 +31,8 @@ class ServerLog:
 
     gets: list[str] = field(default_factory=list)
     drop_next: int = 0  # the next N GETs of objects/ send half their body, then hang up
+    serve_ranges: bool = False  # say Accept-Ranges, answer "Range: bytes=a-b" with 206
+    ranges: list[tuple[int, int]] = field(default_factory=list)  # (first, last) served, 206
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def object_gets(self) -> list[str]:
@@ -61,6 +63,10 @@ def _handler(directory: Path, log: ServerLog) -> type[http.server.SimpleHTTPRequ
                 drop = "/objects/" in self.path and log.drop_next > 0
                 if drop:
                     log.drop_next -= 1
+            wanted = self.headers.get("Range")
+            if not drop and log.serve_ranges and wanted and wanted.startswith("bytes="):
+                self._ranged(wanted)
+                return
             if not drop:
                 super().do_GET()
                 return
@@ -74,6 +80,34 @@ def _handler(directory: Path, log: ServerLog) -> type[http.server.SimpleHTTPRequ
             self.close_connection = True
             with contextlib.suppress(OSError):
                 self.connection.shutdown(socket.SHUT_RDWR)
+
+        def end_headers(self) -> None:
+            if log.serve_ranges:
+                self.send_header("Accept-Ranges", "bytes")
+            super().end_headers()
+
+        def _ranged(self, wanted: str) -> None:
+            path = Path(self.translate_path(self.path))
+            if not path.is_file():
+                self.send_error(404)
+                return
+            data = path.read_bytes()
+            first_s, _, last_s = wanted[len("bytes="):].partition("-")
+            first = int(first_s)
+            if first >= len(data):
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{len(data)}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            last = min(int(last_s), len(data) - 1)
+            with log.lock:
+                log.ranges.append((first, last))
+            self.send_response(206)
+            self.send_header("Content-Range", f"bytes {first}-{last}/{len(data)}")
+            self.send_header("Content-Length", str(last - first + 1))
+            self.end_headers()
+            self.wfile.write(data[first:last + 1])
 
     return Handler
 

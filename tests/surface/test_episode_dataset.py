@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from torch.utils.data import DataLoader
 
 import rayform
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
+from rayform.storage import LocalStore, Store
 from rayform.storage._cache import ObjectCache
 
 torch.set_num_threads(1)
@@ -191,6 +193,27 @@ def test_remote_epochs_read_from_the_cache_after_the_first(https_catalog: Https,
                                          obs=OBS, fps=15)
     assert keys_of(list(again)) == keys_of(first)
     assert len(https_catalog.log.object_gets()) == fetched  # the second epoch reads from disk
+
+
+def test_read_ahead_starts_with_the_objects_the_epoch_reads_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog = build_catalog(tmp_path / "six", tmp_path / "six-src", num_episodes=6,
+                            num_frames=60)
+    slice_ = rayform.Client(catalog).slices.create("robots")
+    hints: list[tuple[list[str], bool]] = []
+
+    def prefetch(store: Store, digests: Iterable[str], *, first: bool = False) -> None:
+        hints.append((list(digests), first))
+
+    monkeypatch.setattr(LocalStore, "prefetch", prefetch)
+    dataset = rayform.torch.EpisodeDataset(slice_, obs=["joints/position"], fps=15, seed=3)
+    read = [s["meta"]["segment"] for s in dataset.__getitems__(list(range(len(dataset))))]
+    objects = {s.segment_id: s.objects for s in slice_.segments}
+    by_first_use = [o for sid in dict.fromkeys(read) for o in objects[sid]]
+    in_slice_order = [o for s in slice_.segments for o in s.objects]
+    assert by_first_use != in_slice_order  # seed 3 shuffles the episodes' first reads
+    # (then, after the first batch, the map dataset's own hint: the segments it has not read)
+    assert hints[:2] == [(in_slice_order, False), (by_first_use, True)]
 
 
 def test_offline_error_names_the_slice_to_pull(https_catalog: Https,

@@ -18,6 +18,7 @@ from surface_servers import Https
 
 import rayform
 import rayform.storage._cache as cache_mod
+import rayform.storage._parts as parts_mod
 from rayform.catalog._snapshot import clear_cache
 from rayform.errors import CacheError, DiskFullError, ObjectMissingError, RemoteError
 from rayform.storage import RemoteStore
@@ -72,10 +73,12 @@ def test_hung_s3_server_costs_at_most_deadline_plus_one_timeout(
 
 
 class _FullDisk:
-    """Opens ``/dev/full`` in place of the cache's download files (real ENOSPC on write)."""
+    """Writes into ``/dev/full`` in place of the cache's download files (real ENOSPC on write),
+    whether the download streams through a sink or lands in ranged parts."""
 
     def __init__(self) -> None:
         self.files: list[Any] = []
+        self.fds: list[int] = []
 
     def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
         real_init = cache_mod.HashingSink.__init__
@@ -86,10 +89,17 @@ class _FullDisk:
             real_init(sink, full, cache)
 
         monkeypatch.setattr(cache_mod.HashingSink, "__init__", init)
+        full_fd = os.open("/dev/full", os.O_WRONLY)
+        self.fds.append(full_fd)
+        real_pwrite = os.pwrite
+        monkeypatch.setattr(parts_mod.os, "pwrite",
+                            lambda fd, data, at: real_pwrite(full_fd, data, at))
 
     def close(self) -> None:
         for fh in self.files:
             fh.close()
+        for fd in self.fds:
+            os.close(fd)
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
