@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,30 +17,24 @@ from rayform._local_writes import naming_full_disk
 from rayform.catalog._dataset import DatasetView, load_snapshot, snapshot_source
 from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
+from rayform.catalog._preparation import convert_sources, require_distinct, store_layers
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
     apply_registration,
     apply_unregistration,
-    inspect_layer,
-    local_source,
     registration_request,
-    store_layer,
 )
 from rayform.catalog._schema import INDEX_TYPES
 from rayform.catalog._snapshot import DatasetSnapshot, snapshot_of
 from rayform.catalog._versions import commit, latest_version_number
 from rayform.errors import (
     ConfigError,
-    DuplicateSegmentError,
     EntryNotFoundError,
 )
-from rayform.importers import find_importer
 from rayform.recording._columns import DEFAULT_LAYER
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.storage._fetch import SourceUri
-
-STORE_THREADS = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,19 +55,6 @@ class RegistrationHandle:
 
     def iter_results(self) -> Iterable[str]:
         return iter(self._result.segment_ids)
-
-
-def require_distinct(layers: Sequence[PreparedLayer]) -> None:
-    """Refuse a registration that holds the same segment id and layer twice."""
-    seen: set[tuple[str, str]] = set()
-    for prep in layers:
-        key = (prep.segment_id, prep.layer_name)
-        if key in seen:
-            raise DuplicateSegmentError(
-                f"segment {prep.segment_id!r} layer {prep.layer_name!r} appears twice in this "
-                "registration; give each recording a distinct recording id"
-            )
-        seen.add(key)
 
 
 class DatasetEntry(DatasetView):
@@ -166,41 +146,13 @@ class DatasetEntry(DatasetView):
         Bad input (a missing file, an unknown format, a damaged recording, a duplicate, a type
         conflict with the dataset's newest snapshot) is found before any object is stored.
         """
-        from tqdm import tqdm
-
-        # Local sources are checked before any remote one is fetched.
-        for source in sources:
-            if source.path is not None:
-                find_importer(source.path)
         show = progress if progress is not None else (len(sources) > 1 and sys.stderr.isatty())
-        inspected: list[PreparedLayer] = []
-        for i, (source, layer) in enumerate(tqdm(
-                list(zip(sources, layers, strict=True)), desc=f"register {self._name}",
-                unit="file", disable=not show)):
-            path, source_uri = local_source(source, staging / f"{i:06d}-source")
-            out = staging / f"{i:06d}"
-            out.mkdir()
-            for recording in find_importer(path).convert(path, out):
-                inspected.append(inspect_layer(recording, source_uri=source_uri,
-                                               layer_name=layer))
-        require_distinct(inspected)
-        store = self._catalog.store
+        inspected = convert_sources(sources, layers, staging, desc=f"register {self._name}",
+                                    show=show)
         if not apply_registration(self._newest(), inspected, policy).touched:  # raises
             return []
-        if len(inspected) == 1:
-            return [store_layer(store, inspected[0])]
-        # Hashing is the bottleneck of storing; files hash in parallel (hashlib frees the GIL).
-        workers = min(len(inspected), STORE_THREADS)
-        total = sum(prep.layer.size_bytes for prep in inspected)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rayform-store") as pool, \
-                tqdm(total=total, desc=f"store {self._name}", unit="B", unit_scale=True,
-                     disable=not show) as bar:
-            def store_one(prep: PreparedLayer) -> PreparedLayer:
-                stored = store_layer(store, prep)
-                bar.update(prep.layer.size_bytes)
-                return stored
-
-            return list(pool.map(store_one, inspected))
+        return store_layers(self._catalog.store, inspected, desc=f"store {self._name}",
+                            show=show)
 
     def _newest(self) -> DatasetSnapshot | None:
         """The newest committed snapshot (not necessarily the one this entry shows)."""

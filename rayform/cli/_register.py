@@ -38,34 +38,14 @@ def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str
     Everything that can be wrong with the input (a missing file, an unknown or damaged format, a
     bad id, two sources of one segment, two column types) raises here, before any dataset exists.
     """
-    from tqdm import tqdm
+    from rayform.catalog._preparation import convert_sources, store_layers
+    from rayform.catalog._registration import apply_registration
 
-    from rayform.catalog._dataset_entry import require_distinct
-    from rayform.catalog._registration import (
-        apply_registration,
-        inspect_layer,
-        local_source,
-        store_layer,
-    )
-    from rayform.importers import find_importer
-
-    for source in sources:  # local sources are checked before any remote one is fetched
-        if source.path is not None:
-            find_importer(source.path)
     staging = catalog.store.staging_dir()
     try:
-        inspected = []
-        for i, (source, layer) in enumerate(tqdm(
-                list(zip(sources, layers, strict=True)), desc="convert", unit="file",
-                disable=not progress)):
-            path, source_uri = local_source(source, staging / f"{i:06d}-source")
-            out = staging / f"{i:06d}"
-            out.mkdir()
-            inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer)
-                          for recording in find_importer(path).convert(path, out)]
-        require_distinct(inspected)
+        inspected = convert_sources(sources, layers, staging, desc="convert", show=progress)
         apply_registration(None, inspected, policy)  # raises on a conflict, writes nothing
-        return [store_layer(catalog.store, prep) for prep in inspected]
+        return store_layers(catalog.store, inspected, desc="store", show=progress)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

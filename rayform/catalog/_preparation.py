@@ -1,0 +1,87 @@
+"""Preparing a registration: sources converted, inspected and stored before anything commits.
+
+Used by :meth:`DatasetEntry.register` and by ``rayform register`` (which prepares before it
+creates the dataset): everything that can be wrong with the input (a missing file, an unknown or
+damaged format, a bad id, two sources of one segment layer) raises while converting, before any
+object is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from rayform.catalog._registration import (
+    PreparedLayer,
+    inspect_layer,
+    local_source,
+    store_layer,
+)
+from rayform.errors import DuplicateSegmentError
+from rayform.importers import find_importer
+from rayform.storage._fetch import SourceUri
+from rayform.storage._store import Store
+
+STORE_THREADS = 2
+"""Layers stored at once: hashing is the bottleneck of storing, and hashlib frees the GIL."""
+
+
+def require_distinct(layers: Sequence[PreparedLayer]) -> None:
+    """Refuse a registration that holds the same segment id and layer twice."""
+    seen: set[tuple[str, str]] = set()
+    for prep in layers:
+        key = (prep.segment_id, prep.layer_name)
+        if key in seen:
+            raise DuplicateSegmentError(
+                f"segment {prep.segment_id!r} layer {prep.layer_name!r} appears twice in this "
+                "registration; give each recording a distinct recording id"
+            )
+        seen.add(key)
+
+
+def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging: Path, *,
+                    desc: str, show: bool) -> list[PreparedLayer]:
+    """Every source converted under ``staging`` and inspected (nothing stored).
+
+    Local sources are checked before any remote one is fetched.
+
+    Raises:
+        RayformError: a missing or damaged source, an unknown format, a bad id, or one segment
+            layer given twice.
+    """
+    from tqdm import tqdm
+
+    for source in sources:
+        if source.path is not None:
+            find_importer(source.path)
+    inspected: list[PreparedLayer] = []
+    for i, (source, layer) in enumerate(tqdm(list(zip(sources, layers, strict=True)), desc=desc,
+                                             unit="file", disable=not show)):
+        path, source_uri = local_source(source, staging / f"{i:06d}-source")
+        out = staging / f"{i:06d}"
+        out.mkdir()
+        inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer)
+                      for recording in find_importer(path).convert(path, out)]
+    require_distinct(inspected)
+    return inspected
+
+
+def store_layers(store: Store, inspected: Sequence[PreparedLayer], *, desc: str, show: bool
+                 ) -> list[PreparedLayer]:
+    """Every inspected layer's objects stored (content-addressed; nothing committed), on up to
+    :data:`STORE_THREADS` threads."""
+    from tqdm import tqdm
+
+    if len(inspected) <= 1:
+        return [store_layer(store, prep) for prep in inspected]
+    total = sum(prep.layer.size_bytes for prep in inspected)
+    with ThreadPoolExecutor(max_workers=min(len(inspected), STORE_THREADS),
+                            thread_name_prefix="rayform-store") as pool, \
+            tqdm(total=total, desc=desc, unit="B", unit_scale=True, disable=not show) as bar:
+        def store_one(prep: PreparedLayer) -> PreparedLayer:
+            stored = store_layer(store, prep)
+            bar.update(prep.layer.size_bytes)
+            return stored
+
+        return list(pool.map(store_one, inspected))
