@@ -305,12 +305,8 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
     def _objects_by_first_use(self, objects: dict[str, tuple[str, ...]]) -> Iterator[str]:
         """The objects of ``objects`` (segment id -> its objects) in the order this process's
         epoch first reads their segments (lazily: numbering as few samples as it yields)."""
-        order = self.epoch_order()
-        shard = self._rank_shard()
-        if shard is not None:
-            per = self.num_samples // shard[1]
-            order = order[shard[0] * per:(shard[0] + 1) * per]
-        return _first_use(self._map.sample_index, order, objects)
+        offset, n = self._shard_span()
+        return _first_use(self._map.sample_index, self.epoch_order()[offset:offset + n], objects)
 
     # ------------------------------------------------------------------------- sharding
     def _refresh_ranks(self) -> None:
@@ -326,6 +322,14 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         rank, world, sampler_shards = (int(v) for v in self._ddp.tolist())
         return None if world <= 1 or sampler_shards else (rank, world)
 
+    def _shard_span(self) -> tuple[int, int]:
+        """``(first epoch position, number of samples)`` that this process's indices address."""
+        shard = self._rank_shard()
+        if shard is None:
+            return 0, self.num_samples
+        per = self.num_samples // shard[1]
+        return shard[0] * per, per
+
     @property
     def num_samples(self) -> int:
         """Samples in one epoch, all ranks together."""
@@ -338,8 +342,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self._refresh_ranks()
         if _asked_by_distributed_sampler():
             self._ddp[2] = 1
-        shard = self._rank_shard()
-        return self.num_samples if shard is None else self.num_samples // shard[1]
+        return self._shard_span()[1]
 
     def __getitem__(self, idx: int) -> dict[str, Any]:
         return self.__getitems__([idx])[0]
@@ -352,12 +355,11 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             OfflineError: ``RAYFORM_OFFLINE=1`` and the slice was not pulled.
         """
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
-        shard = self._rank_shard()
-        n = self.num_samples if shard is None else self.num_samples // shard[1]
+        offset, n = self._shard_span()
         if idx.size and (int(idx.min()) < 0 or int(idx.max()) >= n):
             bad = int(idx[(idx < 0) | (idx >= n)][0])
             raise IndexError(f"sample index {bad} out of range for {n} samples")
-        return self._read(idx if shard is None else idx + shard[0] * n)
+        return self._read(idx + offset)
 
     def _read(self, epoch_positions: npt.NDArray[np.int64]) -> list[dict[str, Any]]:
         underlying = self.epoch_order()[epoch_positions]
@@ -419,15 +421,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
 def _first_use(index: SampleIndex, order: npt.NDArray[np.int64],
                objects: dict[str, tuple[str, ...]]) -> Iterator[str]:
     """Objects in the order the samples ``order`` first read their segments (see above)."""
-    seen: set[int] = set()
-    for start in range(0, len(order), _FIRST_USE_BLOCK):
-        positions, _ = index.locate(order[start:start + _FIRST_USE_BLOCK])
-        for position in dict.fromkeys(positions.tolist()):
-            if position not in seen:
-                seen.add(position)
-                yield from objects.get(index.segment_id(position), ())
-        if len(seen) == index.num_segments:
-            return
+    chunks = (order[start:start + _FIRST_USE_BLOCK]
+              for start in range(0, len(order), _FIRST_USE_BLOCK))
+    for segment_id in index.segments_in_first_use(chunks):
+        yield from objects.get(segment_id, ())
 
 
 def _three_channels(image: torch.Tensor) -> torch.Tensor:

@@ -402,15 +402,8 @@ class RerunIterableDataset(IterableDataset[Sample]):
         The segments of the blocks are announced to the view first, in the order the blocks are
         read: a remote catalog downloads their recordings in the background (bounded, read
         lazily from this hint); a local one ignores it."""
-        sample_index = self._pipeline.sample_index
-
-        def upcoming() -> Iterator[str]:
-            for block in blocks:
-                seg_pos, _ = sample_index.locate(indices[block])
-                for position in dict.fromkeys(seg_pos.tolist()):
-                    yield sample_index.segment_id(position)
-
-        self._pipeline.view.prefetch(upcoming())
+        self._pipeline.view.prefetch(
+            self._pipeline.sample_index.segments_in_first_use(indices[b] for b in blocks))
         pending: deque[tuple[npt.NDArray[np.int64], Future[Decoded]]] = deque()
         queue = iter(blocks)
 

@@ -169,11 +169,10 @@ class SamplePipeline:
                                    keyframe_path=keyframe_path, column_type=column_type))
         self._plans = plans
         self._check_keys()
-        self._pool = ThreadPool(decode_threads, name="rayform-decode", helpers=True)
-        # With blocks prepared at once, only these threads decode (the fetch threads wait), so
-        # that the blocks together never run more decoding threads than the CPUs.
-        self._block_pool = ThreadPool(decode_threads, name="rayform-decode-blocks",
-                                      background=True)
+        # ``decode_threads`` threads, started as work needs them: one block at a time, the
+        # caller decodes beside ``threads - 1`` of them; blocks prepared at once decode on all
+        # of them (their fetch threads wait), never on more threads than asked.
+        self._pool = ThreadPool(decode_threads, name="rayform-decode", background=True)
         self._columns = SegmentColumns(view, index)
         self._keyframe_index = KeyframeIndex(self._columns)
 
@@ -194,7 +193,7 @@ class SamplePipeline:
     def __getstate__(self) -> dict[str, Any]:
         state = {name: getattr(self, name) for name in (
             "_view", "_index", "_sample_index", "_edge", "_sample_metadata", "_plans", "_pool",
-            "_block_pool", "_decode_errors", "_concurrent_blocks")}
+            "_decode_errors", "_concurrent_blocks")}
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -529,7 +528,7 @@ class SamplePipeline:
         if pooled and tasks:
             # The pool's threads take this block's tasks after the earlier block's: a thread
             # that runs out of work moves on to the next block without a thread more.
-            helpers = [self._block_pool.submit(drain) for _ in range(min(threads, len(tasks)))]
+            helpers = [self._pool.submit(drain) for _ in range(min(threads, len(tasks)))]
         else:
             helpers = [self._pool.submit(drain) for _ in range(min(threads - 1, len(tasks) - 1))]
             try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import operator
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
@@ -289,6 +289,19 @@ class SampleIndex:
         seg = np.searchsorted(self._offsets, idx, side="right").astype(np.int64) - 1
         values = self._starts[seg] + (idx - self._offsets[seg]) * self._step
         return seg, values
+
+    def segments_in_first_use(self, chunks: Iterable[npt.ArrayLike]) -> Iterator[str]:
+        """Segment ids in the order the samples of ``chunks`` (global indices, read in this
+        order) first touch them, each once; lazy, and done once every segment has come."""
+        seen: set[int] = set()
+        for chunk in chunks:
+            positions, _ = self.locate(chunk)
+            for position in dict.fromkeys(positions.tolist()):
+                if position not in seen:
+                    seen.add(position)
+                    yield self.segment_id(position)
+            if len(seen) == self.num_segments:
+                return
 
     def segment_bounds(self, segment_positions: npt.NDArray[np.int64]
                        ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
