@@ -10,13 +10,15 @@ Every class also inherits the builtin a caller would naturally catch::
     │   ├── SegmentNotFoundError     (LookupError)        unknown segment id
     │   ├── DuplicateSegmentError    (ValueError)         segment+layer already registered
     │   ├── InvalidNameError         (ValueError)         bad entry name / segment id / layer
-    │   ├── SchemaConflictError      (TypeError)          column type differs from the dataset's
+    │   ├── SchemaConflictError      (ValueError, TypeError)  column type the dataset's schema
+    │   │                                                    cannot merge
     │   ├── CorruptMetadataError     (ValueError)         damaged or foreign metadata file
     │   ├── CommitConflictError      (RuntimeError)       gave up after repeated concurrent commits
     │   ├── ReadOnlyCatalogError     (PermissionError)    write to an https:// catalog
     │   ├── UnsafeStoreError         (RuntimeError)       the store cannot make commits exclusive
     │   └── ObjectMissingError       (FileNotFoundError)  an object a snapshot names is gone
-    ├── SourceNotFoundError          (FileNotFoundError)  a file to register does not exist
+    ├── SourceNotFoundError          (FileNotFoundError, ValueError)  a file to register does not
+    │                                                                  exist
     ├── FormatError                  (ValueError)
     │   ├── UnknownFormatError                            no importer recognises the file
     │   └── CorruptRecordingError                         truncated / damaged recording
@@ -71,8 +73,12 @@ class InvalidNameError(CatalogError, ValueError):
     """An entry name, segment id or layer name that is not allowed."""
 
 
-class SchemaConflictError(CatalogError, TypeError):
-    """A column's Arrow type conflicts with what the dataset already holds."""
+class SchemaConflictError(CatalogError, ValueError, TypeError):
+    """A column's (or property's) Arrow type cannot be merged into the dataset's schema.
+
+    A ``ValueError`` as Rerun raises for a registration whose schema does not merge, and still a
+    ``TypeError`` as in earlier rayform versions.
+    """
 
 
 class CorruptMetadataError(CatalogError, ValueError):
@@ -97,8 +103,12 @@ class ObjectMissingError(CatalogError, FileNotFoundError):
     local cache while being read, even after one refetch)."""
 
 
-class SourceNotFoundError(RayformError, FileNotFoundError):
-    """A file or folder given to register or import does not exist."""
+class SourceNotFoundError(RayformError, FileNotFoundError, ValueError):
+    """A file or folder given to register or import does not exist.
+
+    Also a ``ValueError``, so that ``except ValueError`` around ``register(...).wait()`` (what a
+    Rerun script catches) sees every registration error.
+    """
 
 
 class FormatError(RayformError, ValueError):

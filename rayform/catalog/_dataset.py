@@ -54,6 +54,7 @@ class DatasetView:
         self._contents = contents
         self._opened: dict[str, SegmentData] = {}
         self._schema: Schema | None = None
+        self._full_schema: pa.Schema | None = None
 
     # --------------------------------------------------------------------------- pickling
     def __getstate__(self) -> dict[str, Any]:
@@ -194,11 +195,18 @@ class DatasetView:
             if self._snapshot is None:
                 self._schema = Schema(arrow=pa.schema([]), timelines={})
             else:
-                full = schema_from_text(self._snapshot.schema_ipc)
+                full = self._merged_schema()
                 timelines = dict(self._snapshot.timelines)
                 fields = [f for f in full if f.name in timelines or self._keeps(f.name)]
                 self._schema = Schema(arrow=pa.schema(fields), timelines=timelines)
         return self._schema
+
+    def _merged_schema(self) -> pa.Schema:
+        """The snapshot's whole merged schema (every column, properties included)."""
+        if self._full_schema is None:
+            self._full_schema = schema_from_text(self._snapshot.schema_ipc) if self._snapshot \
+                else pa.schema([])
+        return self._full_schema
 
     def arrow_schema(self) -> pa.Schema:
         return self.schema().arrow
@@ -312,7 +320,8 @@ class DatasetView:
         """Memory-mapped access to one segment's columns (cached in this view)."""
         data = self._opened.get(segment_id)
         if data is None:
-            data = SegmentData(self.segment_record(segment_id), self._catalog.store)
+            data = SegmentData(self.segment_record(segment_id), self._catalog.store,
+                               schema=self._merged_schema())
             self._opened[segment_id] = data
         return data
 

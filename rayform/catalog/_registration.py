@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Final
 
 import pyarrow as pa
 
@@ -40,6 +41,7 @@ from rayform.recording._checksum import verify_recording
 from rayform.recording._columns import TimelineKind
 from rayform.recording._file import PropertyValue, RecordingHeader, open_recording
 from rayform.recording._names import validate_layer_name, validate_segment_id
+from rayform.recording._widening import merged_type
 from rayform.recording._writer import asset_dir_for
 from rayform.storage._documents import FORMAT_VERSION
 from rayform.storage._fetch import SourceUri, fetch_file, parse_source
@@ -307,6 +309,28 @@ class SnapshotDraft:
         )
 
 
+WIDENED_KEY: Final = b"rayform:widened"
+"""Field metadata of a dataset schema column whose type was widened: some segments hold it
+narrower (a struct without some fields, non-nullable items), so ``rayform schema`` checks them."""
+
+
+def widened_field(known: pa.Field, new: pa.Field, source_uri: str) -> pa.Field:
+    """The dataset schema's field after a layer brings ``new`` for column ``known``.
+
+    Raises:
+        SchemaConflictError: the types do not merge (see :mod:`rayform.recording._widening`).
+    """
+    merged = merged_type(known.type, new.type)
+    if merged is None:
+        raise SchemaConflictError(
+            f"{source_uri}: column {known.name!r} has type {new.type} but the dataset's schema "
+            f"holds {known.type}; the schemas cannot be merged (only missing struct fields, "
+            "nullability and null-typed columns widen): cast it before registering or use "
+            "another dataset"
+        )
+    return pa.field(known.name, merged).with_metadata({WIDENED_KEY: b"1"})
+
+
 def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer],
                        on_duplicate: OnDuplicate) -> SnapshotDraft:
     """The snapshot after registering ``prepared`` into ``old``, and the segment ids touched.
@@ -334,11 +358,7 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
             if known_field is None:
                 fields[field.name] = field
             elif known_field.type != field.type:
-                raise SchemaConflictError(
-                    f"{prep.layer.source_uri}: column {field.name!r} has type {field.type} but the "
-                    f"dataset holds {known_field.type}; cast it before registering or use another "
-                    "dataset"
-                )
+                fields[field.name] = widened_field(known_field, field, prep.layer.source_uri)
         existing = updated.get(prep.segment_id) or index.record(prep.segment_id)
         if existing is not None and prep.layer_name in existing.layers:
             if on_duplicate is OnDuplicate.ERROR:

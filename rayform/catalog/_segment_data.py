@@ -20,6 +20,7 @@ from rayform.catalog._metadata import SegmentRecord
 from rayform.errors import ColumnNotFoundError
 from rayform.recording._columns import entity_of
 from rayform.recording._file import RecordingHeader, open_recording
+from rayform.recording._widening import widen
 from rayform.storage._store import Store
 
 
@@ -76,11 +77,18 @@ def index_to_int64(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:
 
 
 class SegmentData:
-    """Lazy, memory-mapped access to one segment's recording files (all layers)."""
+    """Lazy, memory-mapped access to one segment's recording files (all layers).
 
-    def __init__(self, record: SegmentRecord, store: Store) -> None:
+    With ``schema`` (the dataset's merged schema) a column a layer holds narrower (a struct
+    without some fields, non-nullable items) is served widened to the dataset's type, nulls where
+    the layer lacks a field; without it each layer's own type is served.
+    """
+
+    def __init__(self, record: SegmentRecord, store: Store, *,
+                 schema: pa.Schema | None = None) -> None:
         self.record = record
         self._store = store
+        self._schema = schema
         self._files: list[tuple[RecordingHeader, pa.Table]] | None = None
         self._cache: dict[tuple[str, str], ColumnRows] = {}
 
@@ -150,10 +158,14 @@ class SegmentData:
                 f"segment {self.segment_id!r} has no column {column!r}; "
                 "see dataset.schema().component_columns()"
             )
+        target = self._dataset_type(column)
+        if target is not None:
+            values = [widen(v, target) for v in values]
+            static = None if static is None else widen(static, target)
         if static is not None:
             return ColumnRows(index=np.zeros(1, np.int64), values=static, is_static=True)
         if not values:
-            empty_type = self.files()[0][1].schema.field(column).type
+            empty_type = target or self.files()[0][1].schema.field(column).type
             return ColumnRows(index=np.zeros(0, np.int64), values=pa.array([], type=empty_type))
         index = np.concatenate(indexes) if len(indexes) > 1 else indexes[0]
         merged = pa.concat_arrays(values) if len(values) > 1 else values[0]
@@ -162,6 +174,12 @@ class SegmentData:
             index = index[order]
             merged = merged.take(pa.array(order))
         return ColumnRows(index=np.ascontiguousarray(index), values=merged)
+
+    def _dataset_type(self, column: str) -> pa.DataType | None:
+        if self._schema is None:
+            return None
+        i = self._schema.get_field_index(column)
+        return self._schema.field(i).type if i >= 0 else None
 
     def asset_path(self, digest: str) -> Path:
         """Local path of an asset (e.g. an MP4) attached to this segment."""

@@ -32,6 +32,7 @@ from rayform.recording._columns import (
     TimelineKind,
     entity_of,
 )
+from rayform.recording._widening import widen
 
 
 def _property_type(values: list[Any]) -> pa.DataType:
@@ -254,7 +255,7 @@ def aligned_table(segments: Sequence[SegmentData], columns: Sequence[tuple[str, 
                 col_parts[name].append(pa.nulls(len(query), type=t))
                 continue
             pos = r.latest_at(query) if fill_latest_at else r.exact(query)
-            col_parts[name].append(_take_with_nulls(r.values, pos).cast(t))
+            col_parts[name].append(widen(_take_with_nulls(r.values, pos), t))
     out: dict[str, pa.Array] = {
         SEGMENT_ID: pa.array(seg_names, pa.string()).take(
             pa.array(np.repeat(np.arange(len(seg_names)), seg_counts), pa.int64())),
@@ -286,7 +287,7 @@ def entity_table(segments: Sequence[SegmentData], entity: str,
                 arrays = [pa.array([seg.segment_id] * part.num_rows, pa.string())]
                 for f in schema_fields[1:]:
                     if f.name in part.column_names:
-                        arrays.append(part.column(f.name).combine_chunks().cast(f.type))
+                        arrays.append(widen(part.column(f.name).combine_chunks(), f.type))
                     else:
                         arrays.append(pa.nulls(part.num_rows, type=f.type))
                 parts.append(pa.Table.from_arrays(arrays, schema=schema))

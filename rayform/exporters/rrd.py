@@ -9,7 +9,7 @@ again gives back the same columns and values.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ from rayform.importers.rrd._importer import ASSET_VIDEO_BLOB
 from rayform.importers.rrd._properties import RECORDING_INFO, property_array
 from rayform.recording._columns import PROPERTIES_ENTITY, VIDEO_ASSET, VIDEO_CODEC
 from rayform.recording._file import RecordingHeader
+from rayform.recording._widening import widen
 
 # Archetypes Rerun's viewer knows (their components get ``rerun.archetypes.<name>`` metadata).
 _RERUN_ARCHETYPES: Final = frozenset({
@@ -54,8 +55,10 @@ def export_rrd(view: DatasetView, segment_id: str, out_path: str | os.PathLike[s
     """
     chunk_mod: Any = require("rerun.chunk", extra="rerun", feature="Writing .rrd files")
     seg = view.open_segment(segment_id)
-    keep = view.schema().component_columns()
-    wanted = set(keep)
+    schema = view.schema()
+    # Columns this segment holds narrower than the dataset's merged schema are written widened
+    # (nulls for the struct fields it lacks), as every other reader of the view sees them.
+    wanted = {c: schema.field(c).type for c in schema.component_columns()}
     chunks = list(_chunks(chunk_mod, seg, wanted))
     chunks.extend(_property_chunks(chunk_mod, seg))
     path = Path(out_path)
@@ -84,24 +87,25 @@ def _to_rerun(component: str, arr: pa.Array) -> pa.Array:
     return arr
 
 
-def _chunks(chunk_mod: Any, seg: SegmentData, wanted: set[str]) -> Iterator[Any]:
+def _chunks(chunk_mod: Any, seg: SegmentData, wanted: Mapping[str, pa.DataType]
+            ) -> Iterator[Any]:
     for header, table in seg.files():
         for entity, rows in header.entities.items():
             comps = [c for c in rows.components if f"{entity}:{c}" in wanted]
             if not comps:
                 continue
             block = table.slice(rows.start, rows.stop - rows.start)
-            yield from _temporal_chunks(chunk_mod, header, block, entity, comps)
+            yield from _temporal_chunks(chunk_mod, header, block, entity, comps, wanted)
         for entity, rows in header.static_entities.items():
             comps = [c for c in rows.components if f"{entity}:{c}" in wanted]
             if not comps:
                 continue
             block = table.slice(rows.start, rows.stop - rows.start)
-            yield from _static_chunk(chunk_mod, seg, block, entity, comps)
+            yield from _static_chunk(chunk_mod, seg, block, entity, comps, wanted)
 
 
 def _temporal_chunks(chunk_mod: Any, header: RecordingHeader, block: pa.Table, entity: str,
-                     comps: list[str]) -> Iterator[Any]:
+                     comps: list[str], types: Mapping[str, pa.DataType]) -> Iterator[Any]:
     """One chunk per set of timelines the rows have (Rerun needs dense time columns)."""
     names = [t for t in header.timelines if t in block.column_names]
     valid = np.stack([block.column(t).is_valid().to_numpy(zero_copy_only=False)
@@ -116,7 +120,8 @@ def _temporal_chunks(chunk_mod: Any, header: RecordingHeader, block: pa.Table, e
         fields: list[pa.Field] = [pa.field(t, a.type) for t, a in zip(timelines, arrays,
                                                                        strict=True)]
         for comp in comps:
-            arr = _to_rerun(comp, rows.column(f"{entity}:{comp}").combine_chunks())
+            name = f"{entity}:{comp}"
+            arr = _to_rerun(comp, widen(rows.column(name).combine_chunks(), types[name]))
             arrays.append(arr)
             fields.append(_field(comp, arr))
         batch = pa.RecordBatch.from_arrays(arrays, schema=pa.schema(fields))
@@ -124,11 +129,12 @@ def _temporal_chunks(chunk_mod: Any, header: RecordingHeader, block: pa.Table, e
 
 
 def _static_chunk(chunk_mod: Any, seg: SegmentData, block: pa.Table, entity: str,
-                  comps: list[str]) -> Iterator[Any]:
+                  comps: list[str], types: Mapping[str, pa.DataType]) -> Iterator[Any]:
     arrays: list[pa.Array] = []
     fields: list[pa.Field] = []
     for comp in comps:
-        arr = block.column(f"{entity}:{comp}").combine_chunks().drop_null()
+        name = f"{entity}:{comp}"
+        arr = widen(block.column(name).combine_chunks(), types[name]).drop_null()
         if not len(arr):
             continue
         arr = arr.slice(len(arr) - 1)

@@ -56,6 +56,7 @@ from rayform.recording._file import (
     RecordingHeader,
 )
 from rayform.recording._names import validate_entity_path, validate_segment_id
+from rayform.recording._widening import merged_type, widen
 
 TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
 ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
@@ -321,11 +322,13 @@ class RecordingWriter:
                 if field.name in self._timelines:
                     continue
                 known = columns.get(field.name)
-                if known is not None and known != field.type:
+                merged = field.type if known is None else merged_type(known, field.type)
+                if merged is None:
                     raise SchemaConflictError(
-                        f"column {field.name!r} logged with types {known} and {field.type}"
+                        f"column {field.name!r} logged with types {known} and {field.type}, "
+                        "which no schema can hold (see rayform.recording._widening)"
                     )
-                columns[field.name] = field.type
+                columns[field.name] = merged
         schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
         batches: list[pa.RecordBatch] = []
         entities: dict[str, EntityRows] = {}
@@ -335,7 +338,7 @@ class RecordingWriter:
             arrays = []
             for field in schema:
                 if field.name in table.column_names:
-                    arrays.append(table.column(field.name).combine_chunks().cast(field.type))
+                    arrays.append(widen(table.column(field.name).combine_chunks(), field.type))
                 else:
                     arrays.append(pa.nulls(table.num_rows, type=field.type))
             batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))

@@ -84,8 +84,8 @@ def test_unknown_format(robots: DatasetEntry, root: Path, disk_unchanged: Guard,
 
 @pytest.mark.parametrize(("column", "values", "message"), [
     ("/joints/position", np.zeros((3, 7), np.float32),
-     r"column '/joints/position:Scalars:scalars' has type list<item: float> but the dataset "
-     r"holds list<item: double>"),
+     r"column '/joints/position:Scalars:scalars' has type list<item: float> but the dataset's "
+     r"schema holds list<item: double>"),
     ("/gripper", np.zeros(3, np.int64), r"column '/gripper:Scalars:scalars'"),
 ])
 def test_column_type_conflict(robots: DatasetEntry, root: Path, disk_unchanged: Guard,
