@@ -6,7 +6,12 @@ from rayform.catalog._catalog import Catalog
 from rayform.catalog._check import CheckReport, check_catalog
 from rayform.catalog._client import CatalogClient
 from rayform.catalog._dataset import DatasetView
-from rayform.catalog._dataset_entry import DatasetEntry, RegistrationHandle, RegistrationResult
+from rayform.catalog._dataset_entry import (
+    DatasetEntry,
+    RegistrationHandle,
+    RegistrationResult,
+    SegmentRegistrationResult,
+)
 from rayform.catalog._gc import GcReport, gc_catalog
 from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._registration import OnDuplicate
@@ -42,6 +47,7 @@ __all__ = [
     "RegistrationResult",
     "Schema",
     "SegmentData",
+    "SegmentRegistrationResult",
     "Slice",
     "SliceSegment",
     "TableEntry",

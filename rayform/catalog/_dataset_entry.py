@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,22 +39,55 @@ from rayform.storage._fetch import SourceUri
 
 @dataclass(frozen=True, slots=True)
 class RegistrationResult:
-    """What a registration did: the segment ids registered (or replaced)."""
+    """What a registration did: the segment ids of the request in registration order, those
+    registered (or replaced) and those ``on_duplicate='skip'`` kept, as Rerun lists them."""
 
     segment_ids: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRegistrationResult:
+    """One segment of a registration, as Rerun's ``iter_results`` yields it.
+
+    Attributes:
+        uri: the source as the caller gave it (one source may hold several segments).
+        segment_id: the segment it became.
+        error: always ``None``: rayform registers all or nothing and raises before returning a
+            handle when anything fails.
+    """
+
+    uri: str
+    segment_id: str
+    error: str | None = None
+
+    @property
+    def is_success(self) -> bool:
+        return self.error is None
+
+    @property
+    def is_error(self) -> bool:
+        return self.error is not None
 
 
 class RegistrationHandle:
     """Handle returned by ``register``; registration already ran, ``wait`` returns its result."""
 
-    def __init__(self, result: RegistrationResult) -> None:
-        self._result = result
+    def __init__(self, results: Sequence[SegmentRegistrationResult]) -> None:
+        self._results = list(results)
+
+    @staticmethod
+    def of(prepared: Sequence[PreparedLayer]) -> RegistrationHandle:
+        return RegistrationHandle([
+            SegmentRegistrationResult(uri=prep.request_uri or prep.layer.source_uri,
+                                      segment_id=prep.segment_id) for prep in prepared])
 
     def wait(self, timeout_secs: float | None = None) -> RegistrationResult:
-        return self._result
+        return RegistrationResult(segment_ids=[r.segment_id for r in self._results])
 
-    def iter_results(self) -> Iterable[str]:
-        return iter(self._result.segment_ids)
+    def iter_results(self, timeout_secs: float | None = None
+                     ) -> Iterator[SegmentRegistrationResult]:
+        """Each segment's result, in registration order (all have succeeded)."""
+        return iter(self._results)
 
 
 class DatasetEntry(DatasetView):
@@ -126,22 +159,25 @@ class DatasetEntry(DatasetView):
         staging = self._catalog.store.staging_dir()
         try:
             with naming_full_disk(staging, what=f"converting sources for dataset {self._name!r}"):
-                prepared = self._prepare(paths, layers, staging, progress, policy)
+                requested, prepared = self._prepare(paths, layers, staging, progress, policy)
             if not prepared:  # nothing to register (or everything skipped): no new snapshot
                 self.refresh()
-                return RegistrationHandle(RegistrationResult(segment_ids=[]))
-            snapshot, touched = self._commit_registration(prepared, policy)
+                return RegistrationHandle.of(requested)
+            snapshot, _ = self._commit_registration(prepared, policy)
         finally:
             import shutil
 
             shutil.rmtree(staging, ignore_errors=True)
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
-        return RegistrationHandle(RegistrationResult(segment_ids=touched))
+        return RegistrationHandle.of(requested)
 
     def _prepare(self, sources: list[SourceUri], layers: list[str], staging: Path,
                  progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR
-                 ) -> list[PreparedLayer]:
+                 ) -> tuple[list[PreparedLayer], list[PreparedLayer]]:
         """Convert, validate and store the sources; nothing is written before all validate.
+
+        Returns every inspected layer (what the request holds) and the stored ones, none when
+        nothing is left to register.
 
         Bad input (a missing file, an unknown format, a damaged recording, a duplicate, a type
         conflict with the dataset's newest snapshot) is found before any object is stored.
@@ -150,9 +186,9 @@ class DatasetEntry(DatasetView):
         inspected = convert_sources(sources, layers, staging, desc=f"register {self._name}",
                                     show=show)
         if not apply_registration(self._newest(), inspected, policy).touched:  # raises
-            return []
-        return store_layers(self._catalog.store, inspected, desc=f"store {self._name}",
-                            show=show)
+            return inspected, []
+        return inspected, store_layers(self._catalog.store, inspected, desc=f"store {self._name}",
+                                       show=show)
 
     def _newest(self) -> DatasetSnapshot | None:
         """The newest committed snapshot (not necessarily the one this entry shows)."""
@@ -213,10 +249,10 @@ class DatasetEntry(DatasetView):
         self._catalog.require_writable()
         if not apply_registration(self._newest(), layers, policy).touched:  # raises
             self.refresh()
-            return RegistrationHandle(RegistrationResult(segment_ids=[]))
-        snapshot, touched = self._commit_registration(layers, policy)
+            return RegistrationHandle.of(layers)
+        snapshot, _ = self._commit_registration(layers, policy)
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
-        return RegistrationHandle(RegistrationResult(segment_ids=touched))
+        return RegistrationHandle.of(layers)
 
     def unregister(self, *, segments_to_drop: str | Sequence[str],
                    layers_to_drop: str | Sequence[str] | None = None) -> None:
@@ -268,4 +304,5 @@ def view_at_version(catalog: CatalogHandle, name: str, version: int) -> DatasetV
         ) from None
     return DatasetView(catalog, name, snapshot)
 
-__all__ = ["INDEX_TYPES", "DatasetEntry", "DatasetView", "RegistrationHandle", "RegistrationResult"]
+__all__ = ["INDEX_TYPES", "DatasetEntry", "DatasetView", "RegistrationHandle", "RegistrationResult",
+           "SegmentRegistrationResult"]

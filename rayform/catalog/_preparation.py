@@ -61,7 +61,8 @@ def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging
         path, source_uri = local_source(source, staging / f"{i:06d}-source")
         out = staging / f"{i:06d}"
         out.mkdir()
-        inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer)
+        inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer,
+                                    request_uri=source.uri)
                       for recording in find_importer(path).convert(path, out)]
     require_distinct(inspected)
     return inspected

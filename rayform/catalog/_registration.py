@@ -113,6 +113,7 @@ class PreparedLayer:
     schema: pa.Schema
     source: Path | None = None
     asset_sources: tuple[Path, ...] = ()
+    request_uri: str = ""  # the source as the caller gave it (registration results name it)
 
     @property
     def is_stored(self) -> bool:
@@ -131,7 +132,8 @@ def prepare_layer(store: Store, recording: Path, *, source_uri: str,
                                             layer_name=layer_name))
 
 
-def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> PreparedLayer:
+def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
+                  request_uri: str = "") -> PreparedLayer:
     """Validate and index a recording file without writing anything.
 
     Raises:
@@ -170,7 +172,8 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str) -> Prepa
     )
     return PreparedLayer(segment_id=header.recording_id, layer_name=layer_name, layer=layer,
                          timelines=dict(header.timelines), schema=table.schema.remove_metadata(),
-                         source=recording, asset_sources=tuple(asset_sources))
+                         source=recording, asset_sources=tuple(asset_sources),
+                         request_uri=request_uri)
 
 
 _VERIFIED_MAX = 4096
@@ -212,7 +215,8 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
     layer = LayerRecord(**{**dict(prepared.layer), "object": digest, "size_bytes": size,
                            "assets": assets})
     return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
-                         layer=layer, timelines=prepared.timelines, schema=prepared.schema)
+                         layer=layer, timelines=prepared.timelines, schema=prepared.schema,
+                         request_uri=prepared.request_uri)
 
 
 def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:

@@ -275,7 +275,7 @@ def test_bad_register_options(robots: DatasetEntry, root: Path, disk_unchanged: 
             robots.register(path, layer_name=["a", "b"])
         assert robots.register([]).wait().segment_ids == []
         skipped = recording_factory("ep0")
-        assert robots.register(skipped, on_duplicate="skip").wait().segment_ids == []
+        assert robots.register(skipped, on_duplicate="skip").wait().segment_ids == ["ep0"]
         with pytest.raises(EntryNotFoundError, match=r"no snapshot 0"):
             robots.at_version(0)
 

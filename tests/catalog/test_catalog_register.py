@@ -12,7 +12,13 @@ import pytest
 from recording_factories import EPOCH_NS, FRAME_NS, RecordingFactory
 
 import rayform
-from rayform.catalog import Catalog, DatasetEntry, OnDuplicate, RegistrationResult
+from rayform.catalog import (
+    Catalog,
+    DatasetEntry,
+    OnDuplicate,
+    RegistrationResult,
+    SegmentRegistrationResult,
+)
 from rayform.errors import DuplicateSegmentError, EntryNotFoundError
 from rayform.recording._file import open_recording
 
@@ -37,9 +43,13 @@ def test_register_returns_handle_and_segments(robots: DatasetEntry) -> None:
 def test_handle_wait_and_iter_results(catalog: Catalog, recording_factory: RecordingFactory
                                       ) -> None:
     ds = catalog.create_dataset("d")
-    handle = ds.register([recording_factory("b"), recording_factory("a")])
+    sources = [recording_factory("b"), recording_factory("a")]
+    handle = ds.register([sources[0], sources[1].as_uri()])
     assert handle.wait() == RegistrationResult(segment_ids=["b", "a"])
-    assert list(handle.iter_results()) == ["b", "a"]
+    results = list(handle.iter_results())
+    assert [(r.uri, r.segment_id, r.error, r.is_success) for r in results] == [
+        (str(sources[0]), "b", None, True), (sources[1].as_uri(), "a", None, True)]
+    assert all(isinstance(r, SegmentRegistrationResult) for r in results)
     assert ds.segment_ids() == ["a", "b"]
 
 
@@ -154,7 +164,9 @@ def test_on_duplicate_error_skip_replace(catalog: Catalog,
     changed = recording_factory("ep0", seed=5)
     with pytest.raises(DuplicateSegmentError, match=r"'ep0' layer 'base'.*on_duplicate='replace'"):
         ds.register(changed)
-    assert ds.register(changed, on_duplicate="skip").wait().segment_ids == []
+    # Rerun lists a skipped segment among the registration's segment ids.
+    assert ds.register(changed, on_duplicate="skip").wait().segment_ids == ["ep0"]
+    assert ds.snapshot_version == 1
     assert ds.segment_record("ep0").version == version
     assert _joint_rows(ds, "ep0")[0][0] == 0.0
     updated_at = ds.segment_record("ep0").last_updated_at_ns
