@@ -250,7 +250,8 @@ class DatasetView:
                ) -> datafusion.DataFrame:
         """Align the view's component columns on timeline ``index``.
 
-        One row per (segment, index value): the distinct values at which any column has data, or
+        Columns: ``rerun_segment_id``, ``index``, the dataset's other timelines, then the
+        component columns. One row per (segment, index value): the distinct values at which any column has data, or
         ``using_index_values`` (a ``{segment_id: values}`` dict, a table with ``rerun_segment_id``
         and ``index`` columns, or one array applied to every segment within its range). With
         ``fill_latest_at`` each column holds its latest value at or before the row's index value
@@ -270,8 +271,9 @@ class DatasetView:
         values = self._index_values(index, using_index_values)
         segments = [self.open_segment(sid) for sid in self.segment_ids()
                     if values is None or sid in values]
+        others = {tl: k for tl, k in schema.timelines.items() if tl != index}
         return aligned_table(segments, columns, index, kind, fill_latest_at=fill_latest_at,
-                             index_values=values)
+                             index_values=values, other_timelines=others)
 
     def _index_values(self, index: str, given: Any) -> dict[str, npt.NDArray[np.int64]] | None:
         if given is None:

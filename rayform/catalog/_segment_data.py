@@ -141,13 +141,10 @@ class SegmentData:
                 part = one_array(part).drop_null()
                 if len(part):
                     static = part.slice(len(part) - 1)
-            block = header.entities.get(entity)
-            if block is None or timeline not in table.column_names:
+            temporal = _temporal_rows(header, table, column, timeline)
+            if temporal is None:
                 continue
-            n = block.stop - block.start
-            comp = one_array(table.column(column).slice(block.start, n))
-            idx = one_array(table.column(timeline).slice(block.start, n))
-            keep = pc.and_(comp.is_valid(), idx.is_valid())
+            comp, idx, keep = temporal
             if keep.false_count:
                 comp = comp.filter(keep)
                 idx = idx.filter(keep)
@@ -175,6 +172,39 @@ class SegmentData:
             merged = merged.take(pa.array(order))
         return ColumnRows(index=np.ascontiguousarray(index), values=merged)
 
+    def other_index(self, column: str, timeline: str, other: str) -> pa.Array:
+        """The values on timeline ``other`` of the rows :meth:`column` (``column``, ``timeline``)
+        returns, in the same order (``int64``, ns on temporal timelines; null where a row has no
+        ``other`` value, and for a static column)."""
+        rows = self.column(column, timeline)
+        if rows.is_static:
+            return pa.nulls(len(rows), pa.int64())
+        parts: list[pa.Array] = []
+        indexes: list[npt.NDArray[np.int64]] = []
+        for header, table in self.files():
+            temporal = _temporal_rows(header, table, column, timeline)
+            if temporal is None:
+                continue
+            _, idx, keep = temporal
+            block = header.entities[entity_of(column)]
+            if other in table.column_names:
+                values = one_array(table.column(other).slice(block.start, block.stop - block.start))
+                values = values.view(pa.int64()) if values.type.bit_width == 64 else values
+            else:
+                values = pa.nulls(len(idx), pa.int64())
+            if keep.false_count:
+                values = values.filter(keep)
+                idx = idx.filter(keep)
+            parts.append(values.cast(pa.int64()))
+            indexes.append(index_to_int64(idx))
+        if not parts:
+            return pa.nulls(0, pa.int64())
+        merged = pa.concat_arrays(parts) if len(parts) > 1 else parts[0]
+        index = np.concatenate(indexes) if len(indexes) > 1 else indexes[0]
+        if len(index) > 1 and not bool(np.all(index[1:] >= index[:-1])):
+            merged = merged.take(pa.array(np.argsort(index, kind="stable")))
+        return merged
+
     def _dataset_type(self, column: str) -> pa.DataType | None:
         if self._schema is None:
             return None
@@ -187,3 +217,18 @@ class SegmentData:
             if digest in layer.assets:
                 return self._store.object_path(digest)
         raise ColumnNotFoundError(f"segment {self.segment_id!r} has no asset {digest!r}")
+
+
+def _temporal_rows(header: RecordingHeader, table: pa.Table, column: str, timeline: str
+                   ) -> tuple[pa.Array, pa.Array, pa.BooleanArray] | None:
+    """A file's temporal rows of ``column``: its values, its ``timeline`` values and which rows
+    have both (None when the file holds no temporal rows of it on that timeline)."""
+    if column not in table.column_names:
+        return None
+    block = header.entities.get(entity_of(column))
+    if block is None or timeline not in table.column_names:
+        return None
+    n = block.stop - block.start
+    comp = one_array(table.column(column).slice(block.start, n))
+    idx = one_array(table.column(timeline).slice(block.start, n))
+    return comp, idx, pc.and_(comp.is_valid(), idx.is_valid())

@@ -222,17 +222,22 @@ def _fixed_width_rows(values: pa.Array, offsets: npt.NDArray[Any]) -> npt.NDArra
 
 def aligned_table(segments: Sequence[SegmentData], columns: Sequence[tuple[str, pa.DataType]],
                   index: str, kind: TimelineKind, *, fill_latest_at: bool,
-                  index_values: Mapping[str, npt.NDArray[np.int64]] | None) -> pa.Table:
+                  index_values: Mapping[str, npt.NDArray[np.int64]] | None,
+                  other_timelines: Mapping[str, TimelineKind] | None = None) -> pa.Table:
     """One row per (segment, index value): latest-at (or exact) rows of every column.
 
     Without ``index_values`` the rows are the distinct index values at which any of the columns
-    has data in that segment. Latest-at never crosses segments.
+    has data in that segment. Latest-at never crosses segments. Each of ``other_timelines`` gets
+    a column too, holding (as Rerun's dataframe does) the largest value on that timeline of the
+    rows the row's cells come from; null where none of them has one.
     """
     index_type = INDEX_TYPES[kind]
+    others = dict(other_timelines or {})
     seg_names: list[str] = []
     seg_counts: list[int] = []
     idx_parts: list[npt.NDArray[np.int64]] = []
     col_parts: dict[str, list[pa.Array]] = {name: [] for name, _ in columns}
+    other_parts: dict[str, list[pa.Array]] = {name: [] for name in others}
     for seg in segments:
         present = [(n, t) for n, t in columns if seg.has_column(n)]
         rows = {n: seg.column(n, index) for n, _ in present}
@@ -249,6 +254,8 @@ def aligned_table(segments: Sequence[SegmentData], columns: Sequence[tuple[str, 
         seg_names.append(seg.segment_id)
         seg_counts.append(len(query))
         idx_parts.append(query)
+        largest = {other: np.full(len(query), np.iinfo(np.int64).min) for other in others}
+        found = {other: np.zeros(len(query), dtype=bool) for other in others}
         for name, t in columns:
             r = rows.get(name)
             if r is None:
@@ -256,12 +263,28 @@ def aligned_table(segments: Sequence[SegmentData], columns: Sequence[tuple[str, 
                 continue
             pos = r.latest_at(query) if fill_latest_at else r.exact(query)
             col_parts[name].append(widen(_take_with_nulls(r.values, pos), t))
+            if r.is_static:
+                continue
+            for other in others:
+                values = seg.other_index(name, index, other)
+                at = _take_with_nulls(values, pos)
+                valid = np.asarray(at.is_valid(), dtype=bool)
+                filled = np.asarray(at.fill_null(0), dtype=np.int64)
+                largest[other] = np.where(valid, np.maximum(largest[other], filled),
+                                          largest[other])
+                found[other] |= valid
+        for other in others:
+            other_parts[other].append(pa.array(largest[other], pa.int64(), mask=~found[other]))
     out: dict[str, pa.Array] = {
         SEGMENT_ID: pa.array(seg_names, pa.string()).take(
             pa.array(np.repeat(np.arange(len(seg_names)), seg_counts), pa.int64())),
         index: pa.array(np.concatenate(idx_parts) if idx_parts else np.zeros(0, np.int64),
                         pa.int64()).cast(index_type),
     }
+    for other, other_kind in others.items():
+        parts = other_parts[other]
+        out[other] = (pa.concat_arrays(parts) if parts else pa.array([], pa.int64())).cast(
+            INDEX_TYPES[other_kind])
     for name, t in columns:
         parts = col_parts[name]
         out[name] = pa.concat_arrays(parts) if parts else pa.array([], type=t)

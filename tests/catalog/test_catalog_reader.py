@@ -62,7 +62,9 @@ def test_reader_on_timestamp_timeline(robots: DatasetEntry) -> None:
     assert table.schema.field("real_time").type == pa.timestamp("ns")
     assert table.column("real_time").cast(pa.int64()).to_pylist() == \
         [EPOCH_NS + f * FRAME_NS for f in range(0, 33, 3)]
-    assert table.column_names == ["rerun_segment_id", "real_time", GRIPPER]
+    assert table.column_names == ["rerun_segment_id", "real_time", "frame_index", "elapsed",
+                                  GRIPPER]
+    assert table.column("frame_index").to_pylist() == list(range(0, 33, 3))
 
 
 def test_using_index_values_dict_array_table(robots: DatasetEntry) -> None:
@@ -159,17 +161,24 @@ def _write(path: Path, segment_id: str, spec: SegmentSpec) -> None:
 
 def _reference(spec: SegmentSpec, entity: str, query: int, *, fill: bool) -> Any:
     """Brute force: the value of the last-logged row with the greatest index <= query."""
+    found = _reference_row(spec, entity, query, fill=fill)
+    return None if found is None else [found[1]]
+
+
+def _reference_row(spec: SegmentSpec, entity: str, query: int, *, fill: bool
+                   ) -> tuple[int | None, int] | None:
+    """The (index, value) of the row :func:`_reference` picks; index None for a static value."""
     stream = spec.get(entity)
     if stream is None:
         return None
     if isinstance(stream, int):
-        return [stream]
+        return None, stream
     best: tuple[int, int] | None = None
     for t, value in stream.rows:
         hit = t <= query if fill else t == query
         if hit and (best is None or t >= best[0]):
             best = (t, value)
-    return None if best is None else [best[1]]
+    return best
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -202,6 +211,7 @@ def test_latest_at_matches_brute_force(segments: list[SegmentSpec],
 
         expected: list[dict[str, Any]] = []
         columns = [c for c in view.schema().component_columns()]
+        other = "seq" if timeline == "ts" else "ts"
         for i, (sid, spec) in enumerate(zip(ids, segments, strict=True)):
             if queries is None:
                 temporal = {t for s in spec.values() if isinstance(s, Stream) for t, _ in s.rows}
@@ -209,13 +219,21 @@ def test_latest_at_matches_brute_force(segments: list[SegmentSpec],
             else:
                 seg_queries = queries[i]
             for value in seg_queries:
-                row: dict[str, Any] = {"rerun_segment_id": sid, timeline: value * scale}
+                # The other timeline holds the largest of the picked rows' values on it
+                # (ts = seq * 1000 on every row here), as Rerun's dataframe does.
+                picked = [_reference_row(spec, col.split(":")[0], value, fill=fill)
+                          for col in columns]
+                times = [p[0] for p in picked if p is not None and p[0] is not None]
+                other_scale = 1 if timeline == "ts" else 1000
+                row: dict[str, Any] = {"rerun_segment_id": sid, timeline: value * scale,
+                                       other: max(times) * other_scale if times else None}
                 for col in columns:
                     row[col] = _reference(spec, col.split(":")[0], value, fill=fill)
                 expected.append(row)
-        if timeline == "ts":
-            table = table.set_column(1, timeline, table.column(timeline).cast(pa.int64()))
-        assert table.column_names == ["rerun_segment_id", timeline, *columns]
+        for name in ("ts", "seq"):
+            table = table.set_column(table.column_names.index(name), name,
+                                     table.column(name).cast(pa.int64()))
+        assert table.column_names == ["rerun_segment_id", timeline, other, *columns]
         assert table.to_pylist() == expected
 
 
