@@ -15,7 +15,12 @@ from rayform.catalog._dataset_entry import (
 from rayform.catalog._gc import GcReport, gc_catalog
 from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._registration import OnDuplicate
-from rayform.catalog._schema import ContentFilter, Schema
+from rayform.catalog._schema import (
+    ComponentColumnDescriptor,
+    ContentFilter,
+    IndexColumnDescriptor,
+    Schema,
+)
 from rayform.catalog._segment_data import ColumnRows, SegmentData
 from rayform.catalog._slices import Slice, SliceSegment, TimeRange
 from rayform.catalog._statistics import (
@@ -34,12 +39,14 @@ __all__ = [
     "CheckReport",
     "ColumnRows",
     "ColumnStatistics",
+    "ComponentColumnDescriptor",
     "ContentFilter",
     "DatasetEntry",
     "DatasetStatistics",
     "DatasetView",
     "GcReport",
     "Importer",
+    "IndexColumnDescriptor",
     "OnDuplicate",
     "PullResult",
     "RecordingWriter",

@@ -251,11 +251,13 @@ class DatasetView:
         """Align the view's component columns on timeline ``index``.
 
         Columns: ``rerun_segment_id``, ``index``, the dataset's other timelines, then the
-        component columns. One row per (segment, index value): the distinct values at which any column has data, or
-        ``using_index_values`` (a ``{segment_id: values}`` dict, a table with ``rerun_segment_id``
-        and ``index`` columns, or one array applied to every segment within its range). With
-        ``fill_latest_at`` each column holds its latest value at or before the row's index value
-        within the same segment (never across segments); otherwise only exact matches.
+        component columns. One row per (segment, index value): the distinct values at which any
+        column has data, or ``using_index_values`` (a ``{segment_id: values}`` dict, a table with
+        ``rerun_segment_id`` and ``index`` columns, or one array applied to every segment within
+        its range). With ``fill_latest_at`` each column holds its latest value at or before the
+        row's index value within the same segment (never across segments); otherwise only exact
+        matches. An other timeline's column holds the largest value on it of the rows the row's
+        cells come from (null when none has one), as in Rerun.
         """
         return self._catalog.from_arrow(
             self.reader_arrow(index, fill_latest_at=fill_latest_at,

@@ -27,6 +27,7 @@ from rayform.catalog._metadata import (
     LayerRecord,
     SegmentRecord,
 )
+from rayform.catalog._schema import STATIC_KEY
 from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
 from rayform.errors import (
@@ -171,7 +172,7 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
         entities=entities,
     )
     return PreparedLayer(segment_id=header.recording_id, layer_name=layer_name, layer=layer,
-                         timelines=dict(header.timelines), schema=table.schema.remove_metadata(),
+                         timelines=dict(header.timelines), schema=_layer_schema(header, table),
                          source=recording, asset_sources=tuple(asset_sources),
                          request_uri=request_uri)
 
@@ -318,8 +319,23 @@ WIDENED_KEY: Final = b"rayform:widened"
 narrower (a struct without some fields, non-nullable items), so ``rayform schema`` checks them."""
 
 
-def widened_field(known: pa.Field, new: pa.Field, source_uri: str) -> pa.Field:
-    """The dataset schema's field after a layer brings ``new`` for column ``known``.
+def _layer_schema(header: RecordingHeader, table: pa.Table) -> pa.Schema:
+    """A recording file's schema, its static-only columns marked with :data:`STATIC_KEY`."""
+    fields = []
+    for field in table.schema.remove_metadata():
+        entity, _, component = field.name.partition(":")
+        static = header.static_entities.get(entity)
+        temporal = header.entities.get(entity)
+        if static is not None and component in static.components and \
+                (temporal is None or component not in temporal.components):
+            field = field.with_metadata({STATIC_KEY: b"1"})
+        fields.append(field)
+    return pa.schema(fields)
+
+
+def merged_field(known: pa.Field, new: pa.Field, source_uri: str) -> pa.Field:
+    """The dataset schema's field after a layer brings ``new`` for column ``known``: the merged
+    type (:data:`WIDENED_KEY` marked when it changed), static while every layer's is.
 
     Raises:
         SchemaConflictError: the types do not merge (see :mod:`rayform.recording._widening`).
@@ -332,7 +348,12 @@ def widened_field(known: pa.Field, new: pa.Field, source_uri: str) -> pa.Field:
             "nullability and null-typed columns widen): cast it before registering or use "
             "another dataset"
         )
-    return pa.field(known.name, merged).with_metadata({WIDENED_KEY: b"1"})
+    meta: dict[bytes, bytes] = {}
+    if merged != known.type or merged != new.type or WIDENED_KEY in (known.metadata or {}):
+        meta[WIDENED_KEY] = b"1"
+    if STATIC_KEY in (known.metadata or {}) and STATIC_KEY in (new.metadata or {}):
+        meta[STATIC_KEY] = b"1"
+    return pa.field(known.name, merged, metadata=meta or None)
 
 
 def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer],
@@ -359,10 +380,8 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
             timelines[name] = kind  # type: ignore[assignment]
         for field in prep.schema:
             known_field = fields.get(field.name)
-            if known_field is None:
-                fields[field.name] = field
-            elif known_field.type != field.type:
-                fields[field.name] = widened_field(known_field, field, prep.layer.source_uri)
+            fields[field.name] = field if known_field is None \
+                else merged_field(known_field, field, prep.layer.source_uri)
         existing = updated.get(prep.segment_id) or index.record(prep.segment_id)
         if existing is not None and prep.layer_name in existing.layers:
             if on_duplicate is OnDuplicate.ERROR:

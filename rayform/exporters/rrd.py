@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -23,17 +23,14 @@ from rayform.catalog._segment_data import SegmentData
 from rayform.importers.rrd._arrow_types import binary_to_blobs, codec_names_to_codes
 from rayform.importers.rrd._importer import ASSET_VIDEO_BLOB
 from rayform.importers.rrd._properties import RECORDING_INFO, property_array
-from rayform.recording._columns import PROPERTIES_ENTITY, VIDEO_ASSET, VIDEO_CODEC
+from rayform.recording._columns import (
+    PROPERTIES_ENTITY,
+    RERUN_ARCHETYPES,
+    VIDEO_ASSET,
+    VIDEO_CODEC,
+)
 from rayform.recording._file import RecordingHeader
 from rayform.recording._widening import widen
-
-# Archetypes Rerun's viewer knows (their components get ``rerun.archetypes.<name>`` metadata).
-_RERUN_ARCHETYPES: Final = frozenset({
-    "AssetVideo", "EncodedImage", "Image", "RecordingInfo", "Scalars", "SeriesLines",
-    "SeriesPoints", "TextDocument", "TextLog", "Transform3D", "VideoFrameReference", "VideoStream",
-    "Points3D", "Points2D", "Boxes3D", "Boxes2D", "LineStrips3D", "LineStrips2D", "Pinhole",
-    "DepthImage", "SegmentationImage", "Mesh3D", "Arrows3D", "Arrows2D", "Tensor",
-})
 
 
 def export_rrd(view: DatasetView, segment_id: str, out_path: str | os.PathLike[str], *,
@@ -73,7 +70,7 @@ def _field(name: str, arr: pa.Array) -> pa.Field:
     meta = {"rerun:component": name, "rerun:kind": "data"}
     if archetype:
         meta["rerun:archetype"] = (f"rerun.archetypes.{archetype}"
-                                   if archetype in _RERUN_ARCHETYPES else archetype)
+                                   if archetype in RERUN_ARCHETYPES else archetype)
     return pa.field(name, arr.type, metadata=meta)
 
 

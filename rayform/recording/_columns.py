@@ -47,6 +47,14 @@ VIDEO_ASSET_MEDIA_TYPE: Final = "AssetVideo:media_type"
 VIDEO_FRAME_TIMESTAMP: Final = "VideoFrameReference:timestamp"
 VIDEO_FRAME_IS_KEYFRAME: Final = "VideoFrameReference:is_keyframe"
 
+# The archetypes rerun-sdk defines (``rerun.archetypes.<name>``) that rayform columns use.
+RERUN_ARCHETYPES: Final = frozenset({
+    "AssetVideo", "EncodedImage", "Image", "RecordingInfo", "Scalars", "SeriesLines",
+    "SeriesPoints", "TextDocument", "TextLog", "Transform3D", "VideoFrameReference", "VideoStream",
+    "Points3D", "Points2D", "Boxes3D", "Boxes2D", "LineStrips3D", "LineStrips2D", "Pinhole",
+    "DepthImage", "SegmentationImage", "Mesh3D", "Arrows3D", "Arrows2D", "Tensor",
+})
+
 TimelineKind = Literal["sequence", "timestamp", "duration"]
 TIMELINE_KINDS: Final[tuple[TimelineKind, ...]] = ("sequence", "timestamp", "duration")
 

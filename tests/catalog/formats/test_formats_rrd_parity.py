@@ -59,3 +59,43 @@ def test_reader_includes_the_other_timelines(two_timelines: DatasetEntry, index:
     if other == "t":
         values = values.cast("int64")
     assert values.to_pylist() == expected
+
+
+def test_schema_iterates_rerun_column_descriptors(catalog: Catalog, tmp_path: Path) -> None:
+    import rerun as rr
+
+    from rayform.catalog import ComponentColumnDescriptor, IndexColumnDescriptor
+
+    path = tmp_path / "desc.rrd"
+    rec = rr.RecordingStream("rayform-tests", recording_id="d1")
+    rec.save(path)
+    rec.log("/cam", rr.VideoStream(codec=rr.VideoCodec.H264), static=True)
+    rec.send_columns("/a", indexes=[rr.TimeColumn("frame", sequence=[0, 1])],
+                     columns=rr.Scalars.columns(scalars=[1.0, 2.0]))
+    rec.send_columns("/x", indexes=[rr.TimeColumn("frame", sequence=[0])],
+                     columns=rr.AnyValues.columns(v=[1.0]))
+    rec.flush()
+    rec.disconnect()
+    ds = catalog.create_dataset("desc")
+    ds.register(path).wait()
+    schema = ds.schema()
+    columns = list(schema)
+    assert [type(c) for c in columns[:1]] == [IndexColumnDescriptor]
+    assert [(c.name, c.is_static) for c in columns if isinstance(c, IndexColumnDescriptor)] == \
+        [("frame", False)]
+    by_name = {c.name: c for c in columns if isinstance(c, ComponentColumnDescriptor)}
+    scalars = by_name["/a:Scalars:scalars"]
+    assert (scalars.entity_path, scalars.component, scalars.archetype, scalars.is_static,
+            scalars.is_property) == ("/a", "Scalars:scalars", "rerun.archetypes.Scalars",
+                                     False, False)
+    codec = by_name["/cam:VideoStream:codec"]
+    assert codec.is_static and codec.archetype == "rerun.archetypes.VideoStream"
+    any_value = by_name["/x:v"]
+    assert (any_value.entity_path, any_value.component, any_value.archetype) == ("/x", "v", None)
+    assert [c.name for c in schema] == schema.column_names()
+    # Equal when the columns are; a new column makes them differ.
+    assert schema == catalog.get_dataset("desc").schema()
+    other = catalog.create_dataset("other")
+    other.register(path).wait()
+    assert other.schema() == schema
+    assert ds.filter_contents("/a").schema() != schema
