@@ -17,6 +17,7 @@ import pyarrow as pa
 
 from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
+from rayform.catalog._property_types import property_types_from_metadata
 from rayform.catalog._registration import (
     schema_from_text,
 )
@@ -232,7 +233,8 @@ class DatasetView:
     def segment_table_arrow(self) -> pa.Table:
         timelines = self._snapshot.timelines if self._snapshot else {}
         return segment_table_from_index(self._index_rows(), timelines, self._contents,
-                                        self._object_url)
+                                        self._object_url,
+                                        property_types_from_metadata(self._merged_schema()))
 
     def _object_url(self, digest: str) -> str:
         return f"{self._catalog.url}/{object_key(digest)}"

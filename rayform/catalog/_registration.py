@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -26,6 +27,12 @@ from rayform.catalog._metadata import (
     IndexRange,
     LayerRecord,
     SegmentRecord,
+)
+from rayform.catalog._property_types import (
+    inferred_property_types,
+    merge_property_types,
+    property_types_from_metadata,
+    property_types_to_metadata,
 )
 from rayform.catalog._schema import STATIC_KEY
 from rayform.catalog._segment_data import index_to_int64
@@ -364,8 +371,10 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
     Only the records of touched segments are read; the others are carried over as stored.
     """
     timelines: dict[str, TimelineKind] = dict(old.timelines) if old else {}
-    fields = {f.name: f for f in schema_from_text(old.schema_ipc)} if old else {}
+    old_schema = schema_from_text(old.schema_ipc) if old else pa.schema([])
+    fields = {f.name: f for f in old_schema}
     index = old.index if old else SegmentIndex.from_records([])
+    property_types = known_property_types(old_schema, index)
     now = time.time_ns()
     updated: dict[str, SegmentRecord] = {}
     touched: list[str] = []
@@ -382,6 +391,8 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
             known_field = fields.get(field.name)
             fields[field.name] = field if known_field is None \
                 else merged_field(known_field, field, prep.layer.source_uri)
+        property_types = merge_property_types(property_types, prep.layer.properties,
+                                              source_uri=prep.layer.source_uri)
         existing = updated.get(prep.segment_id) or index.record(prep.segment_id)
         if existing is not None and prep.layer_name in existing.layers:
             if on_duplicate is OnDuplicate.ERROR:
@@ -395,9 +406,19 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
         layers[prep.layer_name] = prep.layer
         updated[prep.segment_id] = segment_record(prep.segment_id, layers, now)
         touched.append(prep.segment_id)
-    return SnapshotDraft(timelines=timelines,
-                         schema_ipc=schema_to_text(pa.schema(list(fields.values()))),
+    schema = pa.schema(list(fields.values()), metadata=property_types_to_metadata(property_types))
+    return SnapshotDraft(timelines=timelines, schema_ipc=schema_to_text(schema),
                          index=index.replaced(list(updated.values())), touched=touched)
+
+
+def known_property_types(schema: pa.Schema, index: SegmentIndex) -> dict[str, pa.DataType]:
+    """The property types a dataset's snapshot records, or (a snapshot from before they were
+    recorded) the types its segments' values show."""
+    recorded = property_types_from_metadata(schema)
+    if recorded is not None or len(index) == 0:
+        return recorded or {}
+    rows = index.rows(None).column("properties").to_pylist()
+    return inferred_property_types(json.loads(text) for text in rows)
 
 
 def apply_unregistration(old: DatasetSnapshot | None, segments_to_drop: list[str],

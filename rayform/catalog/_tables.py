@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rayform.catalog._metadata import SegmentRecord
+from rayform.catalog._property_types import property_column
 from rayform.catalog._schema import INDEX_TYPES, ContentFilter
 from rayform.catalog._segment_data import SegmentData
 from rayform.recording._columns import (
@@ -33,26 +34,6 @@ from rayform.recording._columns import (
     entity_of,
 )
 from rayform.recording._widening import widen
-
-
-def _property_type(values: list[Any]) -> pa.DataType:
-    present = [v for v in values if v is not None]
-    if not present:
-        return pa.string()
-    if all(isinstance(v, bool) for v in present):
-        return pa.bool_()
-    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return pa.int64()
-    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
-        return pa.float64()
-    return pa.string()
-
-
-def _property_column(values: list[Any]) -> pa.Array:
-    t = _property_type(values)
-    if t == pa.string():
-        values = [None if v is None else str(v) for v in values]
-    return pa.array(values, type=t)
 
 
 def entity_ranges(record: SegmentRecord, contents: ContentFilter | None
@@ -83,8 +64,10 @@ def index_ranges_table(records: Sequence[SegmentRecord], timelines: Mapping[str,
 
 
 def segment_table(records: Sequence[SegmentRecord], timelines: Mapping[str, TimelineKind],
-                  contents: ContentFilter | None, object_url: Any) -> pa.Table:
-    """The segment table: ids, layers, storage, size, version, properties, index ranges."""
+                  contents: ContentFilter | None, object_url: Any,
+                  property_types: Mapping[str, pa.DataType] | None = None) -> pa.Table:
+    """The segment table: ids, layers, storage, size, version, properties (in the dataset's
+    property types; inferred from the values without them), index ranges."""
     cols: dict[str, pa.Array] = {
         SEGMENT_ID: pa.array([r.segment_id for r in records], pa.string()),
         LAYER_NAMES: pa.array([list(r.layers) for r in records], pa.list_(pa.string())),
@@ -98,7 +81,8 @@ def segment_table(records: Sequence[SegmentRecord], timelines: Mapping[str, Time
     }
     names = sorted({k for r in records for k in r.properties})
     for name in names:
-        cols[PROPERTY_PREFIX + name] = _property_column([r.properties.get(name) for r in records])
+        cols[PROPERTY_PREFIX + name] = property_column([r.properties.get(name) for r in records],
+                                                       (property_types or {}).get(name))
     ranges = index_ranges_table(records, timelines, contents)
     for name in ranges.column_names[1:]:
         cols[name] = ranges.column(name).combine_chunks()
@@ -138,10 +122,12 @@ def index_ranges_from_index(rows: pa.Table | None, timelines: Mapping[str, Timel
 
 
 def segment_table_from_index(rows: pa.Table | None, timelines: Mapping[str, TimelineKind],
-                             contents: ContentFilter | None, object_url: Any) -> pa.Table:
+                             contents: ContentFilter | None, object_url: Any,
+                             property_types: Mapping[str, pa.DataType] | None = None
+                             ) -> pa.Table:
     """Like :func:`segment_table`, computed columnar from segment index rows."""
     if rows is None or rows.num_rows == 0:
-        return segment_table([], timelines, contents, object_url)
+        return segment_table([], timelines, contents, object_url, property_types)
     cols: dict[str, pa.Array] = {
         SEGMENT_ID: rows.column("segment_id").combine_chunks(),
         LAYER_NAMES: rows.column("layer_names").combine_chunks(),
@@ -156,7 +142,8 @@ def segment_table_from_index(rows: pa.Table | None, timelines: Mapping[str, Time
     }
     properties = [json.loads(p) for p in rows.column("properties").to_pylist()]
     for name in sorted({k for p in properties for k in p}):
-        cols[PROPERTY_PREFIX + name] = _property_column([p.get(name) for p in properties])
+        cols[PROPERTY_PREFIX + name] = property_column([p.get(name) for p in properties],
+                                                       (property_types or {}).get(name))
     ranges = index_ranges_from_index(rows, timelines, contents)
     for name in ranges.column_names[1:]:
         cols[name] = ranges.column(name).combine_chunks()

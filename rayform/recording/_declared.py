@@ -25,7 +25,7 @@ def declared_property(properties: Mapping[str, PropertyValue], name: str, *,
         return properties[name]
     found = {key: value for key, value in properties.items()
              if key.startswith(name + ":") and value is not None}
-    if len(set(found.values())) > 1:
+    if len({repr(value) for value in found.values()}) > 1:  # list values are unhashable
         raise ConfigError(
             f"segment {segment!r} declares {name!r} several times with different values "
             f"{found}; log one value (rec.send_property({name!r}, rr.AnyValues(text=…)))"

@@ -29,7 +29,9 @@ RECORDING_FORMAT_VERSION: Final = 2
 READABLE_FORMAT_VERSIONS: Final = (1, 2)
 RECORDING_SUFFIX = ".rfr"
 
-PropertyValue = str | int | float | bool | None
+PropertyScalar = str | int | float | bool | None
+PropertyValue = PropertyScalar | list[PropertyScalar]
+"""A segment property: a scalar, or a list of scalars (a Rerun property of several values)."""
 
 
 class EntityRows(BaseModel):

@@ -158,15 +158,24 @@ class RecordingWriter:
 
     # ----------------------------------------------------------------- properties / assets
     def set_property(self, name: str, value: PropertyValue) -> None:
-        """Set one static segment property (str, int, float, bool or None)."""
-        if not isinstance(value, str | int | float | bool | type(None)):
+        """Set one static segment property: str, int, float, bool or None, or a list of them of
+        one type (``[0.1, 0.2]``); the segment table shows it in that Arrow type."""
+        items = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str | int | float | bool | type(None)) for v in items):
             raise ConfigError(
-                f"property {name!r}: values must be str, int, float, bool or None, "
-                f"got {type(value).__name__}"
+                f"property {name!r}: values must be str, int, float, bool or None, or a list of "
+                f"them, got {value!r}"
+            )
+        kinds = {bool if isinstance(v, bool) else float if isinstance(v, int | float) else type(v)
+                 for v in items if v is not None}
+        if len(kinds) > 1:
+            raise ConfigError(
+                f"property {name!r}: the items of a list property must have one type, got "
+                f"{value!r}"
             )
         if not name or "\n" in name:
             raise ConfigError(f"property name {name!r} must be a non-empty single line")
-        self._properties[name] = value
+        self._properties[name] = list(value) if isinstance(value, list) else value
 
     def set_properties(self, **properties: PropertyValue) -> None:
         """Set several properties: ``rec.set_properties(task="pick", success=True)``."""

@@ -123,7 +123,8 @@ def write_recording(out: Path, *, segment_id: str, application_id: str, chunks: 
         if is_properties_entity(entity):
             for comp, arr in components.items():
                 if len(arr):
-                    properties[property_name(entity, comp)] = property_value(arr[-1].as_py())
+                    properties[property_name(entity, comp)] = property_value(
+                        arr.slice(len(arr) - 1))
             continue
         try:
             validate_entity_path(entity)

@@ -4,7 +4,8 @@ Rerun shows a property logged on ``/__properties/<name>`` with component ``<comp
 segment-table column ``property:<name>:<comp>`` and built-ins on ``/__properties`` itself
 (``RecordingInfo:name``) as ``property:RecordingInfo:name``. Rayform stores a property under the
 name that follows ``property:``, so the segment tables of both show the same columns.
-A single value becomes a scalar property; several values or nested ones become JSON text.
+A single value becomes a scalar property and several a list, keeping their Arrow kind (a
+``list<double>`` property stays a list of floats); nested or struct values become JSON text.
 """
 
 from __future__ import annotations
@@ -30,13 +31,35 @@ def property_name(entity_path: str, component: str) -> str:
     return f"{sub}:{component}" if sub else component
 
 
-def property_value(cell: Any) -> PropertyValue:
-    """One property cell (the list of a static row) as a scalar or JSON text."""
-    if isinstance(cell, list) and len(cell) == 1:
-        cell = cell[0]
-    if cell is None or isinstance(cell, str | int | float | bool):
-        return cell
-    return json.dumps(cell, default=_jsonable)
+def property_value(cell: pa.Array) -> PropertyValue:
+    """One property cell (a one-row Arrow ``List`` array) as a typed value: its only item as a
+    scalar, several items as a list, both keeping their Arrow kind (integers, floats, booleans,
+    strings; timestamps and durations as their int64 count). Nested or struct items become JSON
+    text."""
+    if not (pa.types.is_list(cell.type) or pa.types.is_large_list(cell.type)
+            or pa.types.is_fixed_size_list(cell.type)):
+        return _json(cell[0].as_py())
+    items = cell.flatten()
+    t = items.type
+    if pa.types.is_timestamp(t) or pa.types.is_duration(t):
+        items = items.cast(pa.int64())
+    elif pa.types.is_null(t):
+        items = pa.array([None] * len(items), pa.string())
+    elif not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+              or pa.types.is_string(t) or pa.types.is_large_string(t)):
+        return _json(cell[0].as_py())
+    values: list[Any] = items.to_pylist()
+    if pa.types.is_floating(t):
+        values = [None if v is None else float(v) for v in values]
+    return values[0] if len(values) == 1 else values
+
+
+def _json(value: Any) -> PropertyValue:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return json.dumps(value, default=_jsonable)
 
 
 def _jsonable(value: Any) -> Any:
@@ -47,14 +70,19 @@ def _jsonable(value: Any) -> Any:
 
 def property_array(value: PropertyValue) -> pa.Array:
     """A property value as a one-row Arrow ``List`` array (Rerun's component shape)."""
-    if isinstance(value, bool):
-        inner = pa.array([value], pa.bool_())
-    elif isinstance(value, int):
-        inner = pa.array([value], pa.int64())
-    elif isinstance(value, float):
-        inner = pa.array([value], pa.float64())
-    elif value is None:
-        inner = pa.array([], pa.null())
-    else:
-        inner = pa.array([value], pa.string())
+    items = value if isinstance(value, list) else [] if value is None else [value]
+    inner = pa.array(items, _item_type(items))
     return pa.ListArray.from_arrays(pa.array([0, len(inner)], pa.int32()), inner)
+
+
+def _item_type(items: list[Any]) -> pa.DataType:
+    present = [v for v in items if v is not None]
+    if not present:
+        return pa.null()
+    if all(isinstance(v, bool) for v in present):
+        return pa.bool_()
+    if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pa.int64()
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
+        return pa.float64()
+    return pa.string()

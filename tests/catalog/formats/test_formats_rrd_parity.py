@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from rayform.catalog import Catalog, DatasetEntry
@@ -99,3 +100,60 @@ def test_schema_iterates_rerun_column_descriptors(catalog: Catalog, tmp_path: Pa
     other.register(path).wait()
     assert other.schema() == schema
     assert ds.filter_contents("/a").schema() != schema
+
+
+def write_properties(path: Path, recording_id: str, **values: object) -> Path:
+    """A recording whose ``/__properties/meta`` holds ``values`` (rr.AnyValues; pass pyarrow
+    arrays for types rerun-sdk's per-process type registry would coerce)."""
+    import rerun as rr
+
+    rec = rr.RecordingStream("rayform-tests", recording_id=recording_id)
+    rec.save(path)
+    rec.send_property("meta", rr.AnyValues(**values))  # type: ignore[arg-type]
+    rec.send_columns("/a", indexes=[rr.TimeColumn("frame", sequence=[0])],
+                     columns=rr.Scalars.columns(scalars=[1.0]))
+    rec.flush()
+    rec.disconnect()
+    return path
+
+
+def test_rrd_properties_keep_their_arrow_type(catalog: Catalog, tmp_path: Path) -> None:
+    ds = catalog.create_dataset("props")
+    ds.register(write_properties(tmp_path / "p.rrd", "p1", test=[1.0, 2.0, 3.0], n=3,
+                                 ratio=0.5, name="x")).wait()
+    table = ds.segment_table().to_arrow_table()
+    assert table.schema.field("property:meta:test").type == pa.list_(pa.float64())
+    assert table.column("property:meta:test").to_pylist() == [[1.0, 2.0, 3.0]]
+    assert table.schema.field("property:meta:n").type == pa.int64()
+    assert table.schema.field("property:meta:ratio").type == pa.float64()
+    assert table.schema.field("property:RecordingInfo:start_time").type == pa.int64()
+    sql = catalog.sql('SELECT "property:meta:n" * 2 AS n2, "property:meta:ratio" + 1 AS r, '
+                      '"property:meta:test"[2] AS second FROM props.segments').to_arrow_table()
+    assert sql.to_pylist() == [{"n2": 6, "r": 1.5, "second": 2.0}]
+
+
+def test_one_and_several_values_merge_to_a_list(catalog: Catalog, tmp_path: Path) -> None:
+    ds = catalog.create_dataset("props")
+    ds.register([write_properties(tmp_path / "a.rrd", "a", test=[1.0]),
+                 write_properties(tmp_path / "b.rrd", "b", test=[1.0, 2.0])]).wait()
+    ds.register(write_properties(tmp_path / "c.rrd", "c",
+                                 test=pa.array([4], pa.int64()))).wait()  # int64 widens
+    table = ds.segment_table().to_arrow_table().sort_by("rerun_segment_id")
+    assert str(table.schema.field("property:meta:test").type) == "list<item: double>"
+    assert table.column("property:meta:test").to_pylist() == [[1.0], [1.0, 2.0], [4.0]]
+
+
+def test_conflicting_property_types_are_refused(catalog: Catalog, tmp_path: Path) -> None:
+    from rayform.errors import SchemaConflictError
+
+    ds = catalog.create_dataset("props")
+    ds.register(write_properties(tmp_path / "a.rrd", "a", n=3)).wait()
+    before = ds.segment_table().to_arrow_table()
+    with pytest.raises(SchemaConflictError, match=r"property 'meta:n'.*schema") as info:
+        ds.register(write_properties(tmp_path / "b.rrd", "b", n=pa.array(["three"]))).wait()
+    assert isinstance(info.value, ValueError)
+    # Also inside one registration; the segment table has no row of either refused source.
+    with pytest.raises(SchemaConflictError, match=r"property 'meta:n'"):
+        ds.register([write_properties(tmp_path / "c.rrd", "c", n=4),
+                     write_properties(tmp_path / "d.rrd", "d", n=pa.array([True]))]).wait()
+    assert ds.refresh().segment_table().to_arrow_table().equals(before)
