@@ -21,6 +21,7 @@ from rayform.catalog._schema import (
     IndexColumnDescriptor,
     Schema,
 )
+from rayform.catalog._schema_gaps import ColumnGaps, schema_gaps
 from rayform.catalog._segment_data import ColumnRows, SegmentData
 from rayform.catalog._slices import Slice, SliceSegment, TimeRange
 from rayform.catalog._statistics import (
@@ -37,6 +38,7 @@ __all__ = [
     "Catalog",
     "CatalogClient",
     "CheckReport",
+    "ColumnGaps",
     "ColumnRows",
     "ColumnStatistics",
     "ComponentColumnDescriptor",
@@ -65,4 +67,5 @@ __all__ = [
     "index_catalog",
     "pull_slice",
     "register_importer",
+    "schema_gaps",
 ]

@@ -63,15 +63,19 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    from rayform.catalog import Catalog
+    from rayform.catalog import Catalog, schema_gaps
 
-    schema = Catalog.open(catalog_url(args)).get_dataset(args.dataset).schema()
+    dataset = Catalog.open(catalog_url(args)).get_dataset(args.dataset)
+    schema = dataset.schema()
+    gaps = schema_gaps(dataset)  # the merged schema: which segments lack (part of) a column
     rows = [{"column": name, "kind": "index",
-             "type": f"{schema.timelines[name]} ({schema.field(name).type})"}
+             "type": f"{schema.timelines[name]} ({schema.field(name).type})", "segments": ""}
             for name in schema.index_columns()]
-    rows += [{"column": name, "kind": "component", "type": str(schema.field(name).type)}
+    rows += [{"column": name, "kind": "component", "type": str(schema.field(name).type),
+              "segments": gaps[name].describe() if name in gaps else ""}
              for name in schema.component_columns()]
-    names = pa.schema([("column", pa.string()), ("kind", pa.string()), ("type", pa.string())])
+    names = pa.schema([("column", pa.string()), ("kind", pa.string()), ("type", pa.string()),
+                       ("segments", pa.string())])
     print_table(pa.Table.from_pylist(rows, schema=names), output_format(args))
     return 0
 

@@ -147,3 +147,30 @@ def test_incompatible_changes_are_refused(catalog: Catalog, tmp_path: Path, firs
         ds.register(write_columns(tmp_path / "s2.rrd", "s2", second)).wait()
     assert isinstance(info.value, ValueError)
     assert ds.refresh().segment_ids() == ["s1"]
+
+
+def test_schema_gaps_and_cli_show_which_segments_lack_what(
+        catalog: Catalog, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import rerun as rr
+
+    from rayform.catalog import schema_gaps
+    from rayform.cli import main
+
+    def extra(rec: Any) -> None:
+        rec.send_columns("/only_in_s2", indexes=[rr.TimeColumn("frame", sequence=[0])],
+                         columns=rr.Scalars.columns(scalars=[1.0]))
+
+    ds = catalog.create_dataset("gaps")
+    ds.register(write_columns(tmp_path / "s1.rrd", "s1",
+                              pa.array([{"a": 1, "b": 2.0}], STRUCT_AB))).wait()
+    ds.register(write_columns(tmp_path / "s2.rrd", "s2",
+                              pa.array([{"a": 3, "b": 4.0, "c": "z"}], STRUCT_ABC),
+                              extra=extra)).wait()
+    gaps = schema_gaps(ds)
+    assert gaps["/x:v"].narrower == ("s1",) and gaps["/x:v"].missing == ()
+    assert gaps["/only_in_s2:Scalars:scalars"].missing == ("s1",)
+    assert set(gaps) == {"/x:v", "/only_in_s2:Scalars:scalars"}
+    capsys.readouterr()
+    assert main(["--catalog", catalog.url, "schema", "gaps"]) == 0
+    out = capsys.readouterr().out
+    assert "narrower in s1" in out and "missing in s1" in out
