@@ -91,6 +91,7 @@ class SegmentData:
         self._schema = schema
         self._files: list[tuple[RecordingHeader, pa.Table]] | None = None
         self._cache: dict[tuple[str, str], ColumnRows] = {}
+        self._others: dict[tuple[str, str, str], pa.Array] = {}
 
     @property
     def segment_id(self) -> str:
@@ -176,6 +177,14 @@ class SegmentData:
         """The values on timeline ``other`` of the rows :meth:`column` (``column``, ``timeline``)
         returns, in the same order (``int64``, ns on temporal timelines; null where a row has no
         ``other`` value, and for a static column)."""
+        key = (column, timeline, other)
+        cached = self._others.get(key)
+        if cached is None:
+            cached = self._other_index(column, timeline, other)
+            self._others[key] = cached
+        return cached
+
+    def _other_index(self, column: str, timeline: str, other: str) -> pa.Array:
         rows = self.column(column, timeline)
         if rows.is_static:
             return pa.nulls(len(rows), pa.int64())

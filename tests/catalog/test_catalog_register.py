@@ -331,3 +331,25 @@ def test_unsupported_source_uris_are_refused(catalog: Catalog, uri: str) -> None
     with pytest.raises(ConfigError, match=re.escape(repr(uri))):
         ds.register([uri])
     assert ds.segment_ids() == []
+
+
+@pytest.mark.parametrize("problem", ["missing", "schema", "duplicate", "unknown-format"])
+def test_every_registration_error_is_a_value_error(robots: DatasetEntry, tmp_path: Path,
+                                                   recording_factory: RecordingFactory,
+                                                   problem: str) -> None:
+    """What a Rerun script catches around ``register(...).wait()``; a type conflict says
+    "schema" as Rerun's message does."""
+    source = tmp_path / "bad.rfr"
+    if problem == "schema":
+        with rayform.RecordingWriter(source, recording_id="bad") as rec:
+            rec.log_scalars("/joints/position", timelines={"frame_index": [0]},
+                            values=np.zeros((1, 7), np.float32))
+    elif problem == "duplicate":
+        source = recording_factory("ep0")
+    elif problem == "unknown-format":
+        source.write_text("not a recording")
+    with pytest.raises(ValueError) as info:
+        robots.register(source).wait()
+    if problem == "schema":
+        assert "schema" in str(info.value)
+    assert robots.refresh().segment_ids() == ["ep0", "ep1", "ep2"]
