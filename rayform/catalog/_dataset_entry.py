@@ -170,8 +170,15 @@ class DatasetEntry(DatasetView):
                             show=show)
 
     def _newest(self) -> DatasetSnapshot | None:
-        """The newest committed snapshot (not necessarily the one this entry shows)."""
-        return self._snapshot_of(dataset_state(self._catalog.store, self._name).header)
+        """The newest committed snapshot (not necessarily the one this entry shows).
+
+        Raises:
+            EntryNotFoundError: the dataset was deleted or renamed.
+        """
+        state = dataset_state(self._catalog.store, self._name)
+        if not state.exists:
+            raise EntryNotFoundError(state.gone_message())
+        return self._snapshot_of(state.header)
 
     def _commit_registration(self, prepared: list[PreparedLayer], policy: OnDuplicate
                              ) -> tuple[DatasetSnapshot, list[str]]:
