@@ -24,6 +24,7 @@ from rayform.catalog._lifecycle import (
     rename_dataset,
 )
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
+from rayform.catalog._prefix import RECORDING_SUFFIXES, recordings_under
 from rayform.catalog._preparation import convert_sources, require_distinct, store_layers
 from rayform.catalog._registration import (
     OnDuplicate,
@@ -152,6 +153,31 @@ class DatasetEntry(DatasetView):
             shutil.rmtree(staging, ignore_errors=True)
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
         return RegistrationHandle(RegistrationResult(segment_ids=touched))
+
+    def register_prefix(self, recordings_prefix: str | os.PathLike[str],
+                        layer_name: str | None = None,
+                        on_duplicate: OnDuplicate | str = OnDuplicate.ERROR, *,
+                        progress: bool | None = None) -> RegistrationHandle:
+        """Register every recording below a local folder or an ``s3://`` prefix (Rerun's
+        ``register_prefix``), as one :meth:`register` of them all: all or nothing.
+
+        Files are found by name at any depth (``.rrd``, ``.rfr``, ``.mcap``, ``.mp4``; hidden
+        ones skipped); folder formats such as LeRobot datasets are registered by path.
+
+        Raises:
+            ConfigError: nothing to register below the prefix (Rerun: "no data sources to
+                register"), or an ``https://`` prefix, which cannot be listed.
+            SourceNotFoundError: a local prefix that is no folder.
+            and everything :meth:`register` raises.
+        """
+        uris = recordings_under(recordings_prefix)
+        if not uris:
+            raise ConfigError(
+                f"register_prefix: no data sources to register below {str(recordings_prefix)!r} "
+                f"(no file ending in {', '.join(RECORDING_SUFFIXES)})"
+            )
+        return self.register(uris, layer_name=layer_name or DEFAULT_LAYER,
+                             on_duplicate=on_duplicate, progress=progress)
 
     def _prepare(self, sources: list[SourceUri], layers: list[str], staging: Path,
                  progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR
