@@ -26,6 +26,7 @@ import numpy as np
 
 from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
+from rayform.decoders._requests import RequestArrays
 from rayform.decoders._tensor_rows import TensorRows
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.decoders._video_output import (
@@ -269,6 +270,11 @@ class VideoFrameDecoder(ColumnDecoder):
         """
         if not requests:
             return []
+        if isinstance(requests, RequestArrays):
+            if not requests.starts_at_keyframe:
+                return [None] * len(requests)
+        elif not all(r.starts_at_keyframe for r in requests):
+            return self._decode_from_keyframes(batch, requests)
         if self._pid != os.getpid():  # a forked worker: the parent's decoders are not ours
             self._init_state()
         column = batch.column
@@ -306,6 +312,18 @@ class VideoFrameDecoder(ColumnDecoder):
             for kind, message in failures:
                 self._warn(kind, message)
         return results
+
+    def _decode_from_keyframes(self, batch: FieldBatch, requests: Sequence[DecodeRequest]
+                               ) -> list[Any]:
+        """As Rerun's: a request that does not start at a keyframe (the pipeline found none before
+        its frames) gets ``None``; the others decode as usual."""
+        chosen = [i for i, r in enumerate(requests) if r.starts_at_keyframe]
+        out: list[Any] = [None] * len(requests)
+        if chosen:
+            for i, value in zip(chosen, self.decode(batch, [requests[i] for i in chosen]),
+                                strict=True):
+                out[i] = value
+        return out
 
     def _jobs(self, batch: FieldBatch) -> int:
         """Decode jobs per call: a few per thread, taken from one queue (load balancing); one
