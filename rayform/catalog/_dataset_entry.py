@@ -292,14 +292,14 @@ class DatasetEntry(DatasetView):
         def mutate(old: DatasetVersion | None, number: int) -> DatasetVersion:
             plan = plan_unregistration(self._snapshot_of(old), request)
             if plan.draft is None:
-                raise _NothingToRemove
+                raise _NothingToRemoveError
             removed[:] = [UnregistrationResult(segment_ids=plan.dropped, layers=plan.layers,
                                                snapshot_version=number)]
             return plan.draft.commit_as(self._catalog.store, number)
 
         try:
             header = commit_dataset(self._catalog.store, self._name, mutate)
-        except _NothingToRemove:
+        except _NothingToRemoveError:
             self.refresh()
             return UnregistrationHandle(UnregistrationResult(segment_ids=[], layers={},
                                                              snapshot_version=None))
@@ -349,7 +349,7 @@ class DatasetEntry(DatasetView):
         return view_at_version(self._catalog, self._name, version)
 
 
-class _NothingToRemove(Exception):
+class _NothingToRemoveError(Exception):
     """Raised inside an unregistration commit to abort it: nothing matched."""
 
 

@@ -15,9 +15,9 @@ timestamp names.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-import warnings
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, Final, Literal
@@ -65,6 +65,7 @@ from rayform.recording._columns import (
 WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
 
+LOG: Final = logging.getLogger("rayform.decoders.video")
 _KEYFRAME_COMPONENT: Final = "is_keyframe"
 # Decode jobs per decode thread and call: more than one, so that threads the machine slows down
 # leave their share to the others; few, so that most GOPs stay in one decoder.
@@ -111,7 +112,9 @@ class VideoFrameDecoder(ColumnDecoder):
     A sample whose frames cannot be decoded (a corrupt packet, a timestamp the file does not
     have, an unreadable video file) gets ``None``: in a rayform dataset it is reported
     (:meth:`FieldBatch.report_failure`) and the dataset's ``on_decode_error`` decides; used on its
-    own, the decoder warns once per kind of failure (per worker process). Network, offline, disk
+    own, the decoder logs it once per kind of failure (per worker process) to the
+    ``rayform.decoders.video`` logger — a log record, not a Python warning, as Rerun's decoder
+    stays silent. Network, offline, disk
     and catalog errors always propagate. An unknown ``codec`` raises
     :class:`~rayform.media._video_codec.UnknownCodecError` when the decoder is built.
 
@@ -383,15 +386,13 @@ class VideoFrameDecoder(ColumnDecoder):
         return None
 
     def _warn(self, kind: str, message: str) -> None:
+        """Log (not warn: as Rerun's, a failed sample is ``None`` and nothing more, so that
+        ``filterwarnings=error`` does not turn a bad packet into an exception)."""
         if kind in self._warned:
             return
         self._warned.add(kind)
-        warnings.warn(
-            f"{self!r}: {message}; those samples are None (further '{kind}' failures of this "
-            "decoder are not reported)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        LOG.warning("%r: %s; those samples are None (further '%s' failures of this decoder are "
+                    "not reported)", self, message, kind)
 
     def _asset_of(self, batch: FieldBatch, segment_id: str,
                   failures: list[tuple[str, str]]) -> tuple[str, AssetPackets] | None:

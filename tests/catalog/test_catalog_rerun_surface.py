@@ -53,3 +53,15 @@ def test_table_to_arrow_reader_streams_each_part(catalog: Catalog) -> None:
     assert [b.num_rows for b in batches] == [2, 1]
     assert pa.Table.from_batches(batches).to_pydict() == {"id": [1, 2, 3],
                                                          "ok": [True, False, True]}
+
+
+def test_registration_errors_say_what_rerun_says(catalog: Catalog,
+                                                 recording_factory: RecordingFactory) -> None:
+    ds = catalog.create_dataset("d")
+    one = recording_factory("ep0")
+    with pytest.raises(ValueError, match="must be the same length"):
+        ds.register([one], layer_name=["a", "b"])
+    twin = recording_factory("ep0")
+    with pytest.raises(ValueError, match=rf"duplicate segment layers in request.*{one.name}.*"
+                                         rf"{twin.name}"):
+        ds.register([one, twin])
