@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from rayform.catalog._dataset_entry import DatasetEntry
+from rayform.catalog._lifecycle import dataset_state, revive_dataset
 from rayform.catalog._metadata import CatalogMeta, EntryMeta
 from rayform.catalog._query import QueryPlane
 from rayform.catalog._registration import schema_to_text
@@ -141,7 +142,8 @@ class Catalog:
         return out
 
     def dataset_names(self) -> list[str]:
-        return self._names_of_kind("dataset")
+        """The live datasets (deleted and renamed-away ones are not listed)."""
+        return [n for n in self._names_of_kind("dataset") if dataset_state(self.store, n).exists]
 
     def table_names(self) -> list[str]:
         return self._names_of_kind("table")
@@ -153,7 +155,8 @@ class Catalog:
         return [self.get_table(n) for n in self.table_names()]
 
     def _create_entry(self, name: str, kind: str, exist_ok: bool, *,
-                      table_schema: pa.Schema | None = None) -> EntryMeta:
+                      table_schema: pa.Schema | None = None,
+                      revive: bool = False) -> EntryMeta:
         validate_entry_name(name)
         self.require_writable()
         meta = EntryMeta(format="rayform-entry", format_version=FORMAT_VERSION,
@@ -162,11 +165,15 @@ class Catalog:
                          table_schema_ipc=None if table_schema is None
                          else schema_to_text(table_schema))
         if self.store.create_exclusive(entry_key(name), dump_model(meta)):
+            if revive:  # the folder may hold the snapshots of a rename that never landed
+                revive_dataset(self.store, name)
             return meta
         existing = self._entry_meta(name)
         assert existing is not None
         if existing.kind != kind:
             raise EntryExistsError(f"{name!r} already exists as a {existing.kind}, not a {kind}")
+        if revive and revive_dataset(self.store, name):  # deleted or renamed away: created anew
+            return existing
         if not exist_ok:
             raise EntryExistsError(
                 f"{kind} {name!r} already exists; pass exist_ok=True to use it, or pick another name"
@@ -174,8 +181,31 @@ class Catalog:
         return existing
 
     def create_dataset(self, name: str, *, exist_ok: bool = False) -> DatasetEntry:
-        """Create an empty dataset (or return the existing one with ``exist_ok``)."""
-        return DatasetEntry(self, self._create_entry(name, "dataset", exist_ok))
+        """Create an empty dataset (or return the existing one with ``exist_ok``).
+
+        The name of a deleted (or renamed) dataset can be used again: the new dataset continues
+        the folder's snapshot numbers after the tombstone, so slices of the old one still read.
+        """
+        return DatasetEntry(self, self._create_entry(name, "dataset", exist_ok, revive=True))
+
+    def delete_dataset(self, name: str) -> None:
+        """Delete dataset ``name`` in one atomic commit (see :meth:`DatasetEntry.delete`).
+
+        Raises:
+            EntryNotFoundError: no such dataset.
+        """
+        self.get_dataset(name).delete()
+
+    def rename_dataset(self, name: str, new_name: str) -> DatasetEntry:
+        """Rename dataset ``name`` to ``new_name`` in one atomic commit; returns it.
+
+        Raises:
+            EntryNotFoundError: no dataset ``name``.
+            EntryExistsError: ``new_name`` is taken by a dataset or a table.
+        """
+        entry = self.get_dataset(name)
+        entry.set_name(new_name)
+        return entry
 
     def _get_meta(self, name: str, kind: str) -> EntryMeta:
         validate_entry_name(name)

@@ -16,24 +16,36 @@ from typing import Any
 from rayform._local_writes import naming_full_disk
 from rayform.catalog._dataset import DatasetView, load_snapshot, snapshot_source
 from rayform.catalog._handle import CatalogHandle
+from rayform.catalog._lifecycle import (
+    commit_dataset,
+    dataset_state,
+    delete_dataset,
+    read_entry,
+    rename_dataset,
+)
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
+from rayform.catalog._prefix import RECORDING_SUFFIXES, recordings_under
 from rayform.catalog._preparation import convert_sources, require_distinct, store_layers
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
     apply_registration,
-    apply_unregistration,
     registration_request,
 )
 from rayform.catalog._schema import INDEX_TYPES
 from rayform.catalog._snapshot import DatasetSnapshot, snapshot_of
-from rayform.catalog._versions import commit, latest_version_number
+from rayform.catalog._unregistration import (
+    UnregistrationHandle,
+    UnregistrationRequest,
+    UnregistrationResult,
+    plan_unregistration,
+)
+from rayform.catalog._versions import latest_version_number
 from rayform.errors import (
     ConfigError,
     EntryNotFoundError,
 )
 from rayform.recording._columns import DEFAULT_LAYER
-from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.storage._fetch import SourceUri
 
 
@@ -94,9 +106,13 @@ class DatasetEntry(DatasetView):
     """A dataset of the catalog: a view of its newest snapshot, plus registration."""
 
     def __init__(self, catalog: CatalogHandle, meta: EntryMeta) -> None:
-        number = latest_version_number(catalog.store, meta.name)
-        snapshot = load_snapshot(catalog, meta.name, number) if number else None
-        super().__init__(catalog, meta.name, snapshot)
+        """Raises:
+            EntryNotFoundError: the dataset was deleted or renamed.
+        """
+        state = dataset_state(catalog.store, meta.name)
+        if not state.exists:
+            raise EntryNotFoundError(state.gone_message())
+        super().__init__(catalog, meta.name, self._snapshot_in(catalog, meta.name, state.header))
         self._meta = meta
 
     def __getstate__(self) -> dict[str, Any]:
@@ -171,6 +187,31 @@ class DatasetEntry(DatasetView):
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
         return RegistrationHandle.of(requested)
 
+    def register_prefix(self, recordings_prefix: str | os.PathLike[str],
+                        layer_name: str | None = None,
+                        on_duplicate: OnDuplicate | str = OnDuplicate.ERROR, *,
+                        progress: bool | None = None) -> RegistrationHandle:
+        """Register every recording below a local folder or an ``s3://`` prefix (Rerun's
+        ``register_prefix``), as one :meth:`register` of them all: all or nothing.
+
+        Files are found by name at any depth (``.rrd``, ``.rfr``, ``.mcap``, ``.mp4``; hidden
+        ones skipped); folder formats such as LeRobot datasets are registered by path.
+
+        Raises:
+            ConfigError: nothing to register below the prefix (Rerun: "no data sources to
+                register"), or an ``https://`` prefix, which cannot be listed.
+            SourceNotFoundError: a local prefix that is no folder.
+            and everything :meth:`register` raises.
+        """
+        uris = recordings_under(recordings_prefix)
+        if not uris:
+            raise ConfigError(
+                f"register_prefix: no data sources to register below {str(recordings_prefix)!r} "
+                f"(no file ending in {', '.join(RECORDING_SUFFIXES)})"
+            )
+        return self.register(uris, layer_name=layer_name or DEFAULT_LAYER,
+                             on_duplicate=on_duplicate, progress=progress)
+
     def _prepare(self, sources: list[SourceUri], layers: list[str], staging: Path,
                  progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR
                  ) -> tuple[list[PreparedLayer], list[PreparedLayer]]:
@@ -191,9 +232,15 @@ class DatasetEntry(DatasetView):
                                        show=show)
 
     def _newest(self) -> DatasetSnapshot | None:
-        """The newest committed snapshot (not necessarily the one this entry shows)."""
-        number = latest_version_number(self._catalog.store, self._name)
-        return load_snapshot(self._catalog, self._name, number) if number else None
+        """The newest committed snapshot (not necessarily the one this entry shows).
+
+        Raises:
+            EntryNotFoundError: the dataset was deleted or renamed.
+        """
+        state = dataset_state(self._catalog.store, self._name)
+        if not state.exists:
+            raise EntryNotFoundError(state.gone_message())
+        return self._snapshot_of(state.header)
 
     def _commit_registration(self, prepared: list[PreparedLayer], policy: OnDuplicate
                              ) -> tuple[DatasetSnapshot, list[str]]:
@@ -204,14 +251,19 @@ class DatasetEntry(DatasetView):
             touched[:] = draft.touched
             return draft.commit_as(self._catalog.store, number)
 
-        header = commit(self._catalog.store, self._name, DatasetVersion, mutate)
+        header = commit_dataset(self._catalog.store, self._name, mutate)
         return self._snapshot_of_committed(header), touched
 
     def _snapshot_of(self, header: DatasetVersion | None) -> DatasetSnapshot | None:
+        return self._snapshot_in(self._catalog, self._name, header)
+
+    @staticmethod
+    def _snapshot_in(catalog: CatalogHandle, name: str, header: DatasetVersion | None
+                     ) -> DatasetSnapshot | None:
         if header is None:
             return None
-        return snapshot_of(self._catalog.store, header, source=snapshot_source(
-            self._catalog, self._name, header.version))
+        return snapshot_of(catalog.store, header, source=snapshot_source(catalog, name,
+                                                                         header.version))
 
     def _snapshot_of_committed(self, header: DatasetVersion) -> DatasetSnapshot:
         snapshot = self._snapshot_of(header)
@@ -254,26 +306,75 @@ class DatasetEntry(DatasetView):
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
         return RegistrationHandle.of(layers)
 
-    def unregister(self, *, segments_to_drop: str | Sequence[str],
-                   layers_to_drop: str | Sequence[str] | None = None) -> None:
-        """Remove segments (all layers, or only the given layers) in one atomic commit."""
-        segs = [segments_to_drop] if isinstance(segments_to_drop, str) else list(segments_to_drop)
-        layers = [] if layers_to_drop is None else (
-            [layers_to_drop] if isinstance(layers_to_drop, str) else list(layers_to_drop))
-        for segment_id in segs:
-            validate_segment_id(segment_id)
-        for layer in layers:
-            validate_layer_name(layer)
+    def unregister(self, *, segments_to_drop: str | Sequence[str] = (),
+                   layers_to_drop: str | Sequence[str] | None = None) -> UnregistrationHandle:
+        """Remove segments and layers in one atomic commit; ``wait()`` reports what went.
+
+        As Rerun's, a product filter: the given segments (every segment when none) times the
+        given layers (every layer when none). A segment that loses its last layer leaves the
+        dataset. Nothing matching commits nothing. Earlier snapshots keep the removed data
+        readable (``at_version``, slices) until ``gc`` finds no snapshot naming it.
+
+        Raises:
+            ConfigError: neither segments nor layers given.
+            SegmentNotFoundError: a named segment is not in the dataset (Rerun ignores it).
+            EntryNotFoundError: the dataset was deleted or renamed.
+        """
+        request = UnregistrationRequest.of(segments_to_drop, layers_to_drop)
         self._catalog.require_writable()
-        if not segs:
-            return  # nothing to drop: no new snapshot
+        plan_unregistration(self._newest(), request)  # raises before anything is written
+        removed: list[UnregistrationResult] = []
 
         def mutate(old: DatasetVersion | None, number: int) -> DatasetVersion:
-            draft = apply_unregistration(self._snapshot_of(old), segs, layers)
-            return draft.commit_as(self._catalog.store, number)
+            plan = plan_unregistration(self._snapshot_of(old), request)
+            if plan.draft is None:
+                raise _NothingToRemoveError
+            removed[:] = [UnregistrationResult(segment_ids=plan.dropped, layers=plan.layers,
+                                               snapshot_version=number)]
+            return plan.draft.commit_as(self._catalog.store, number)
 
-        header = commit(self._catalog.store, self._name, DatasetVersion, mutate)
+        try:
+            header = commit_dataset(self._catalog.store, self._name, mutate)
+        except _NothingToRemoveError:
+            self.refresh()
+            return UnregistrationHandle(UnregistrationResult(segment_ids=[], layers={},
+                                                             snapshot_version=None))
         DatasetView.__init__(self, self._catalog, self._name, self._snapshot_of_committed(header))
+        return UnregistrationHandle(removed[0])
+
+    def delete(self) -> None:
+        """Delete this dataset from the catalog (Rerun's ``Entry.delete``), in one atomic commit.
+
+        The dataset leaves ``dataset_names()`` and ``get_dataset`` no longer finds it; its name
+        can be used again. Its snapshots stay on disk, so slices pinned to them keep reading,
+        until ``gc`` reclaims what no live snapshot or slice names. This entry object keeps
+        showing the snapshot it showed; writing through it fails.
+
+        Raises:
+            EntryNotFoundError: already deleted or renamed.
+            ReadOnlyCatalogError: the catalog cannot be written.
+        """
+        self._catalog.require_writable()
+        delete_dataset(self._catalog.store, self._name)
+
+    def set_name(self, name: str) -> None:
+        """Rename this dataset (Rerun's ``Entry.set_name``) in one atomic commit.
+
+        Its segments, properties and id carry over without copying any data; slices made before
+        keep reading the snapshots they pinned under the old name. This entry then shows the
+        dataset under ``name``.
+
+        Raises:
+            EntryExistsError: ``name`` is a live dataset or a table.
+            InvalidNameError: ``name`` is not a valid entry name.
+            EntryNotFoundError: this dataset was deleted or renamed meanwhile.
+        """
+        self._catalog.require_writable()
+        header = rename_dataset(self._catalog.store, self._name, name,
+                                entry_of=lambda n: read_entry(self._catalog.store, n))
+        self._meta = self._meta.model_copy(update={"name": name})
+        DatasetView.__init__(self, self._catalog, name, self._snapshot_in(self._catalog, name,
+                                                                           header))
 
     def at_version(self, version: int) -> DatasetView:
         """A read-only view of an older committed snapshot.
@@ -282,6 +383,10 @@ class DatasetEntry(DatasetView):
             EntryNotFoundError: the dataset has no snapshot ``version``.
         """
         return view_at_version(self._catalog, self._name, version)
+
+
+class _NothingToRemoveError(Exception):
+    """Raised inside an unregistration commit to abort it: nothing matched."""
 
 
 def view_at_version(catalog: CatalogHandle, name: str, version: int) -> DatasetView:
@@ -305,4 +410,4 @@ def view_at_version(catalog: CatalogHandle, name: str, version: int) -> DatasetV
     return DatasetView(catalog, name, snapshot)
 
 __all__ = ["INDEX_TYPES", "DatasetEntry", "DatasetView", "RegistrationHandle", "RegistrationResult",
-           "SegmentRegistrationResult"]
+           "SegmentRegistrationResult", "UnregistrationHandle", "UnregistrationResult"]

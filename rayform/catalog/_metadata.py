@@ -11,9 +11,16 @@ Files:
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    model_serializer,
+)
 
 from rayform._digest import Digest
 from rayform.recording._columns import TimelineKind
@@ -88,6 +95,22 @@ class SegmentRecord(_Strict):
     last_updated_at_ns: int
 
 
+class Retirement(_Strict):
+    """Marks a dataset's last snapshot: it was deleted, or renamed (see catalog/_lifecycle.py)."""
+
+    kind: Literal["deleted", "renamed"]
+    renamed_to: EntryName | None = None
+    renamed_to_version: int | None = None  # the snapshot of ``renamed_to`` it continues as
+
+
+class RenameSource(_Strict):
+    """A snapshot written by a rename: valid only once ``name``'s snapshot ``version`` retires
+    ``name`` as renamed to this dataset (the rename's one commit point)."""
+
+    name: EntryName
+    version: int
+
+
 class DatasetVersion(_Strict):
     format: Literal["rayform-dataset-version"]
     format_version: Literal[1]
@@ -97,6 +120,17 @@ class DatasetVersion(_Strict):
     schema_ipc: str  # base64 of the union Arrow schema (IPC serialised)
     segment_index: Digest  # the segment index object (Arrow IPC, see _snapshot.py)
     num_segments: int
+    # Lifecycle (catalog/_lifecycle.py); absent from the files of ordinary snapshots.
+    retired: Retirement | None = None
+    renamed_from: RenameSource | None = None
+
+    @model_serializer(mode="wrap")
+    def _omit_unset_lifecycle(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        for key in ("retired", "renamed_from"):
+            if data.get(key) is None:
+                data.pop(key, None)
+        return data
 
 
 class TableVersion(_Strict):

@@ -29,15 +29,17 @@ STORE_THREADS = 2
 
 def require_distinct(layers: Sequence[PreparedLayer]) -> None:
     """Refuse a registration that holds the same segment id and layer twice."""
-    seen: set[tuple[str, str]] = set()
+    seen: dict[tuple[str, str], PreparedLayer] = {}
     for prep in layers:
         key = (prep.segment_id, prep.layer_name)
-        if key in seen:
+        first = seen.get(key)
+        if first is not None:
             raise DuplicateSegmentError(
-                f"segment {prep.segment_id!r} layer {prep.layer_name!r} appears twice in this "
-                "registration; give each recording a distinct recording id"
+                f"duplicate segment layers in request: segment {prep.segment_id!r} layer "
+                f"{prep.layer_name!r} appears twice in this registration ({first.layer.source_uri} "
+                f"and {prep.layer.source_uri}); give each recording a distinct recording id"
             )
-        seen.add(key)
+        seen[key] = prep
 
 
 def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging: Path, *,

@@ -1,8 +1,11 @@
 """Every object a catalog's metadata names, and every metadata file that could not be read.
 
 Walks the whole history, not only the newest snapshots: every snapshot of every entry stays
-readable (``dataset.at_version(n)``), and every saved slice pins the objects it reads. What this
-finds is what ``check_catalog`` verifies and what ``gc_catalog`` must never remove.
+readable (``dataset.at_version(n)``), and every saved slice pins the objects it reads. The
+snapshots before a tombstone (the dataset was deleted, or renamed: its content lives on in the
+new name's snapshot) are reachable only through slices, so only those a slice pins count (see
+``catalog/_lifecycle.py``); pending rename snapshots count once they landed. What this finds is what
+``check_catalog`` verifies and what ``gc_catalog`` must never remove.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from rayform.catalog._catalog import Catalog
+from rayform.catalog._lifecycle import rename_landed
 from rayform.catalog._metadata import DatasetVersion, TableVersion
 from rayform.catalog._slices import SLICES_PREFIX, load_slice
 from rayform.catalog._snapshot import read_index
@@ -53,13 +57,14 @@ def catalog_references(catalog: Catalog) -> References:
     except RayformError as err:
         refs.problems.append(Problem(where=f"{catalog.url}/entries", message=str(err)))
         names = []
+    pinned = _slice_references(catalog, refs)
     for name in names:
-        _entry_references(catalog, name, refs)
-    _slice_references(catalog, refs)
+        _entry_references(catalog, name, refs, pinned)
     return refs
 
 
-def _entry_references(catalog: Catalog, name: str, refs: References) -> None:
+def _entry_references(catalog: Catalog, name: str, refs: References,
+                      pinned: set[tuple[str, int]]) -> None:
     store = catalog.store
     where = f"{catalog.url}/{entry_key(name)}"
     try:
@@ -67,33 +72,53 @@ def _entry_references(catalog: Catalog, name: str, refs: References) -> None:
     except RayformError as err:
         refs.problems.append(Problem(where=where, message=str(err)))
         return
-    if meta is None:
+    numbers = sorted(int(m.group(1)) for m in map(_VERSION_FILE.fullmatch, store.list_names(
+        f"{entry_prefix(name)}/versions")) if m is not None)
+    kind = meta.kind if meta is not None else "dataset"
+    if meta is None and not numbers:
         refs.problems.append(Problem(where=where, message="missing: the folder holds no entry file"))
         return
-    refs.metadata_files += 1
-    seen_indexes: set[str] = set()
-    for listed in store.list_names(f"{entry_prefix(name)}/versions"):
-        match = _VERSION_FILE.fullmatch(listed)
-        if match is None:
-            continue
-        number = int(match.group(1))
-        key = version_key(name, number)
-        source = f"{catalog.url}/{key}"
+    refs.metadata_files += meta is not None
+    headers: dict[int, DatasetVersion] = {}
+    for number in numbers:
+        source = f"{catalog.url}/{version_key(name, number)}"
         try:
-            if meta.kind == "table":
+            if kind == "table":
                 table = load_version(store, name, number, TableVersion)
                 for digest in table.objects:
                     refs.add(digest, source)
             else:
-                header = load_version(store, name, number, DatasetVersion)
-                refs.add(header.segment_index, source)
-                if header.segment_index not in seen_indexes:
-                    seen_indexes.add(header.segment_index)
-                    _index_references(catalog, header, source, refs)
+                headers[number] = load_version(store, name, number, DatasetVersion)
         except RayformError as err:
             refs.problems.append(Problem(where=source, message=str(err)))
             continue
         refs.metadata_files += 1
+    if meta is None and any(rename_landed(store, name, h) for h in headers.values()):
+        refs.problems.append(Problem(where=where, message="missing: the folder holds no entry file"))
+    _dataset_references(catalog, name, headers, refs, pinned)
+
+
+def _dataset_references(catalog: Catalog, name: str, headers: dict[int, DatasetVersion],
+                        refs: References, pinned: set[tuple[str, int]]) -> None:
+    """The objects of the reachable snapshots: not those before the newest tombstone (of those,
+    a pinned one keeps only its segment index), nor pending renames that never landed."""
+    retired = max((n for n, h in headers.items() if h.retired is not None), default=0)
+    seen_indexes: set[str] = set()
+    for number, header in sorted(headers.items()):
+        source = f"{catalog.url}/{version_key(name, number)}"
+        if number < retired:  # a slice reads its index and its own segments' objects only
+            if (name, number) in pinned:
+                refs.add(header.segment_index, source)
+            continue
+        try:
+            if not rename_landed(catalog.store, name, header):
+                continue
+            refs.add(header.segment_index, source)
+            if header.segment_index not in seen_indexes:
+                seen_indexes.add(header.segment_index)
+                _index_references(catalog, header, source, refs)
+        except RayformError as err:
+            refs.problems.append(Problem(where=source, message=str(err)))
 
 
 def _index_references(catalog: Catalog, header: DatasetVersion, source: str,
@@ -108,7 +133,9 @@ def _index_references(catalog: Catalog, header: DatasetVersion, source: str,
                 refs.add(asset, named_by)
 
 
-def _slice_references(catalog: Catalog, refs: References) -> None:
+def _slice_references(catalog: Catalog, refs: References) -> set[tuple[str, int]]:
+    """Add what the slices read; returns the (dataset, snapshot) pairs they pin."""
+    pinned: set[tuple[str, int]] = set()
     for listed in catalog.store.list_names(SLICES_PREFIX):
         match = _SLICE_FILE.fullmatch(listed)
         if match is None:
@@ -122,3 +149,5 @@ def _slice_references(catalog: Catalog, refs: References) -> None:
         refs.metadata_files += 1
         for digest in slice_.objects():
             refs.add(digest, source)
+        pinned.add((slice_.dataset, slice_.dataset_version))
+    return pinned

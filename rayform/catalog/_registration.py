@@ -43,7 +43,6 @@ from rayform.errors import (
     DuplicateSegmentError,
     InvalidNameError,
     SchemaConflictError,
-    SegmentNotFoundError,
 )
 from rayform.recording._checksum import verify_recording
 from rayform.recording._columns import TimelineKind
@@ -71,17 +70,20 @@ def registration_request(uris: str | os.PathLike[str] | Sequence[str | os.PathLi
     one layer per source, a known duplicate policy.
 
     Raises:
-        ConfigError: mismatched ``layer_name`` list, unknown ``on_duplicate``, or a source URI of
-            an unsupported scheme.
+        ConfigError: no sources, a mismatched ``layer_name`` list, an unknown ``on_duplicate``,
+            or a source URI of an unsupported scheme.
         InvalidNameError: a layer name with a path separator or ``..``.
     """
     paths = [parse_source(uris)] if isinstance(uris, str | os.PathLike) \
         else [parse_source(u) for u in uris]
+    if not paths:
+        raise ConfigError(f"{caller}: no data sources to register (an empty list); give one or "
+                          "more recordings: paths, file:// or s3:// URIs")
     layers = [layer_name] * len(paths) if isinstance(layer_name, str) else list(layer_name)
     if len(layers) != len(paths):
         raise ConfigError(
-            f"{caller}: {len(layers)} layer names for {len(paths)} sources; give one name or "
-            "one per source"
+            f"{caller}: {len(layers)} layer names for {len(paths)} sources; the layer names and "
+            "the sources must be the same length: give one name or one per source"
         )
     for layer in layers:
         validate_layer_name(layer)
@@ -420,27 +422,3 @@ def known_property_types(schema: pa.Schema, index: SegmentIndex) -> dict[str, pa
     rows = index.rows(None).column("properties").to_pylist()
     return inferred_property_types(json.loads(text) for text in rows)
 
-
-def apply_unregistration(old: DatasetSnapshot | None, segments_to_drop: list[str],
-                         layers_to_drop: list[str]) -> SnapshotDraft:
-    """The snapshot after dropping segments (all their layers, or only ``layers_to_drop``)."""
-    if old is None:
-        raise SegmentNotFoundError("the dataset has no segments to unregister")
-    now = time.time_ns()
-    updated: list[SegmentRecord] = []
-    dropped: list[str] = []
-    for segment_id in segments_to_drop:
-        record = old.index.record(segment_id)
-        if record is None:
-            raise SegmentNotFoundError(
-                f"segment {segment_id!r} is not in the dataset; see dataset.segment_ids()"
-            )
-        remaining = {k: v for k, v in record.layers.items()
-                     if layers_to_drop and k not in layers_to_drop}
-        if remaining:
-            updated.append(segment_record(segment_id, remaining, now))
-        else:
-            dropped.append(segment_id)
-    return SnapshotDraft(timelines=dict(old.timelines), schema_ipc=old.schema_ipc,
-                         index=old.index.replaced(updated, dropped),
-                         touched=list(segments_to_drop))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -62,6 +63,23 @@ class TableEntry:
             parts.append(self._catalog.store.read_object(
                 digest, lambda path: pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()))
         return pa.concat_tables(parts) if parts else schema.empty_table()
+
+    def to_arrow_reader(self) -> pa.RecordBatchReader:
+        """The table as a stream of record batches (Rerun's ``TableEntry.to_arrow_reader``),
+        one stored part at a time: rows never all sit in memory at once. It reads the snapshot
+        current when called, even if rows are appended meanwhile."""
+        snap = self._snapshot()
+        schema = schema_from_text(snap.schema_ipc)
+        store = self._catalog.store
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            for digest in snap.objects:
+                part = store.read_object(digest, lambda path: pa.ipc.open_file(
+                    pa.memory_map(str(path), "r")).read_all())
+                for batch in part.to_batches():
+                    yield pa.RecordBatch.from_arrays(batch.columns, schema=schema)
+
+        return pa.RecordBatchReader.from_batches(schema, batches())
 
     def reader(self) -> datafusion.DataFrame:
         return self._catalog.from_arrow(self.to_arrow())

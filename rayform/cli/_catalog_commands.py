@@ -12,6 +12,7 @@ from rayform.cli._args import (
     catalog_url,
     output_format,
 )
+from rayform.cli._lifecycle import add_dataset_actions
 from rayform.cli._output import print_table
 
 # Columns of the segment table a terminal-sized listing leaves out (``--all-columns`` shows them).
@@ -98,9 +99,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(func=cmd_index)
 
     p = add_command(sub, "datasets", summary="list the datasets, their segment counts and versions",
-                    example="rayform datasets --format json")
+                    example="rayform datasets --format json",
+                    details="`rayform datasets delete NAME` and `rayform datasets rename NAME "
+                            "NEW_NAME` change them.")
     add_output_options(p)
     p.set_defaults(func=cmd_datasets)
+    add_dataset_actions(p)
 
     p = add_command(sub, "segments", summary="print a dataset's segment table",
                     example="rayform segments demo --format csv > segments.csv",

@@ -12,6 +12,7 @@ from rayform.cli import (
     _catalog_commands,
     _demo,
     _export,
+    _lifecycle,
     _maintenance,
     _register,
     _slices,
@@ -43,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     catalog_option(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (_catalog_commands, _register, _sql, _stats, _export, _slices, _demo,
-                   _maintenance):
+    for module in (_catalog_commands, _register, _lifecycle, _sql, _stats, _export, _slices,
+                   _demo, _maintenance):
         module.add_parsers(sub)
     return parser
 

@@ -164,7 +164,9 @@ class SampleIndex:
         arrays = segments if isinstance(segments, SegmentArrays) \
             else SegmentArrays.from_metadata(segments)
         self._arrays = arrays
-        self._segments: list[SegmentMetadata] | None = None  # built on first use
+        # The objects given are the ones handed back (as Rerun's); from arrays, built on first use.
+        self._segments: list[SegmentMetadata] | None = None if isinstance(
+            segments, SegmentArrays) else list(segments)
         self._made: dict[int, SegmentMetadata] = {}
         self._ns_per_sample = ns_per_sample
         self._ns_dtype = ns_dtype

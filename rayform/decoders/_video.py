@@ -15,9 +15,9 @@ timestamp names.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-import warnings
 from collections.abc import Callable, Collection, Sequence
 from functools import partial
 from typing import Any, Final, Literal
@@ -26,6 +26,7 @@ import numpy as np
 
 from rayform.decoders._asset_cache import AssetCache
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
+from rayform.decoders._requests import RequestArrays
 from rayform.decoders._tensor_rows import TensorRows
 from rayform.decoders._thread_pool import ThreadPool
 from rayform.decoders._video_output import (
@@ -64,6 +65,7 @@ from rayform.recording._columns import (
 WindowStorage = Literal["copy", "view"]
 OutputFormat = Literal["rgb", "yuv420p"]
 
+LOG: Final = logging.getLogger("rayform.decoders.video")
 _KEYFRAME_COMPONENT: Final = "is_keyframe"
 # Decode jobs per decode thread and call: more than one, so that threads the machine slows down
 # leave their share to the others; few, so that most GOPs stay in one decoder.
@@ -110,7 +112,9 @@ class VideoFrameDecoder(ColumnDecoder):
     A sample whose frames cannot be decoded (a corrupt packet, a timestamp the file does not
     have, an unreadable video file) gets ``None``: in a rayform dataset it is reported
     (:meth:`FieldBatch.report_failure`) and the dataset's ``on_decode_error`` decides; used on its
-    own, the decoder warns once per kind of failure (per worker process). Network, offline, disk
+    own, the decoder logs it once per kind of failure (per worker process) to the
+    ``rayform.decoders.video`` logger — a log record, not a Python warning, as Rerun's decoder
+    stays silent. Network, offline, disk
     and catalog errors always propagate. An unknown ``codec`` raises
     :class:`~rayform.media._video_codec.UnknownCodecError` when the decoder is built.
 
@@ -269,6 +273,11 @@ class VideoFrameDecoder(ColumnDecoder):
         """
         if not requests:
             return []
+        if isinstance(requests, RequestArrays):
+            if not requests.starts_at_keyframe:
+                return [None] * len(requests)
+        elif not all(r.starts_at_keyframe for r in requests):
+            return self._decode_from_keyframes(batch, requests)
         if self._pid != os.getpid():  # a forked worker: the parent's decoders are not ours
             self._init_state()
         column = batch.column
@@ -306,6 +315,18 @@ class VideoFrameDecoder(ColumnDecoder):
             for kind, message in failures:
                 self._warn(kind, message)
         return results
+
+    def _decode_from_keyframes(self, batch: FieldBatch, requests: Sequence[DecodeRequest]
+                               ) -> list[Any]:
+        """As Rerun's: a request that does not start at a keyframe (the pipeline found none before
+        its frames) gets ``None``; the others decode as usual."""
+        chosen = [i for i, r in enumerate(requests) if r.starts_at_keyframe]
+        out: list[Any] = [None] * len(requests)
+        if chosen:
+            for i, value in zip(chosen, self.decode(batch, [requests[i] for i in chosen]),
+                                strict=True):
+                out[i] = value
+        return out
 
     def _jobs(self, batch: FieldBatch) -> int:
         """Decode jobs per call: a few per thread, taken from one queue (load balancing); one
@@ -365,15 +386,13 @@ class VideoFrameDecoder(ColumnDecoder):
         return None
 
     def _warn(self, kind: str, message: str) -> None:
+        """Log (not warn: as Rerun's, a failed sample is ``None`` and nothing more, so that
+        ``filterwarnings=error`` does not turn a bad packet into an exception)."""
         if kind in self._warned:
             return
         self._warned.add(kind)
-        warnings.warn(
-            f"{self!r}: {message}; those samples are None (further '{kind}' failures of this "
-            "decoder are not reported)",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+        LOG.warning("%r: %s; those samples are None (further '%s' failures of this decoder are "
+                    "not reported)", self, message, kind)
 
     def _asset_of(self, batch: FieldBatch, segment_id: str,
                   failures: list[tuple[str, str]]) -> tuple[str, AssetPackets] | None:

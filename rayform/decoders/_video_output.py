@@ -200,9 +200,10 @@ class ViewOutputs:
     """``window_storage="view"``: the call's frames in one bank per size, samples are views.
 
     The bank is the call's :class:`FrameSlab` itself when every frame lies in its slot (no copy);
-    otherwise the frames are stacked once per size. A window whose frames are evenly spaced in
-    the bank is a strided view; other windows (a repeated frame, uneven spacing) are gathered
-    into new memory.
+    otherwise the frames are stacked once per size. A window of consecutive frames is a view of
+    the bank (overlapping windows share memory, as Rerun's); other windows (every other frame,
+    a repeated frame, uneven spacing) are gathered into new memory of their own, so that writing
+    into one sample never changes another's frames.
 
     Args:
         captured: the call's frames.
@@ -232,11 +233,9 @@ class ViewOutputs:
         slots = [self._slot[k][1] for k in keys]
         if not is_windowed:
             return _index(bank, slots[-1])
-        steps = {b - a for a, b in pairwise(slots)}
-        if not steps or (len(steps) == 1 and min(steps) > 0):
-            step = steps.pop() if steps else 1
-            return _index(bank, slice(slots[0], slots[-1] + 1, step))
-        return _index(bank, torch.as_tensor(slots))
+        if all(b - a == 1 for a, b in pairwise(slots)):  # contiguous: a view, as Rerun's
+            return _index(bank, slice(slots[0], slots[-1] + 1))
+        return _index(bank, torch.as_tensor(slots))  # advanced indexing copies
 
 
 def slab_bank(banks: tuple[npt.NDArray[np.uint8], ...], like: Captured) -> Any:

@@ -51,11 +51,13 @@ class Yuv420Frame:
     def __post_init__(self) -> None:
         if self.color_space not in COLOR_SPACES:
             raise ConfigError(
-                f"Yuv420Frame.color_space must be one of {COLOR_SPACES}, got {self.color_space!r}"
+                f"Yuv420Frame.color_space must be one of {COLOR_SPACES}, got {self.color_space!r} "
+                "(unsupported YUV color space)"
             )
         if self.color_range not in COLOR_RANGES:
             raise ConfigError(
-                f"Yuv420Frame.color_range must be one of {COLOR_RANGES}, got {self.color_range!r}"
+                f"Yuv420Frame.color_range must be one of {COLOR_RANGES}, got {self.color_range!r} "
+                "(unsupported YUV color range)"
             )
         if self.y.dtype != torch.uint8 or self.uv.dtype != torch.uint8:
             raise ConfigError(
@@ -87,7 +89,8 @@ class Yuv420Frame:
     def stack(cls, frames: Sequence[Yuv420Frame]) -> Yuv420Frame:
         """Stack frames of one size and colour metadata along a new leading dimension."""
         if not frames:
-            raise ConfigError("Yuv420Frame.stack needs at least one frame")
+            raise ConfigError("Yuv420Frame.stack needs at least one frame: cannot stack an empty "
+                              "sequence of YUV420 frames")
         first = frames[0]
         for other in frames[1:]:
             if (other.color_space, other.color_range) != (first.color_space, first.color_range):
@@ -153,9 +156,10 @@ class Yuv420Frame:
         value_range: str = color_range or self.color_range
         if space == "unspecified" or value_range == "unspecified":
             warnings.warn(
-                f"Yuv420Frame has unspecified colour metadata ({space}/{value_range}); "
-                "converting as BT.601 limited range (or pass color_space= / color_range=)",
-                RuntimeWarning,
+                f"Yuv420Frame has unspecified colour metadata ({space}/{value_range}); it "
+                "defaults to BT.601 limited range (pass color_space= / color_range= if the source "
+                "uses others)",
+                UserWarning,
                 stacklevel=2,
             )
             space = "bt601" if space == "unspecified" else space
@@ -211,7 +215,8 @@ class Yuv420Collator:
             if missing:
                 raise ConfigError(
                     f"Yuv420Collator: field {key!r} is None (missing data) in samples {missing}; "
-                    "drop incomplete samples before collating"
+                    "filter or replace None samples before collation (the iterable dataset "
+                    "skips them)"
                 )
             if _is_yuv_list(values):
                 out[key] = Yuv420Frame.stack(values)

@@ -229,6 +229,20 @@ class S3Transport(Transport):
         names.discard("")
         return sorted(names)
 
+    def list_keys_under(self) -> list[str]:
+        """Every key below this transport's prefix, at any depth, relative to it (sorted)."""
+        base = f"{self.prefix}/" if self.prefix else ""
+        paginator = self._client().get_paginator("list_objects_v2")
+
+        def pages() -> list[Any]:
+            return list(paginator.paginate(Bucket=self.bucket, Prefix=base))
+
+        keys = {item["Key"][len(base):] for page in self._call(f"list {self.url}/ (recursively)",
+                                                               pages)
+                for item in page.get("Contents", [])}
+        keys.discard("")
+        return sorted(keys)
+
     # ---------------------------------------------------------------------------- writes
     def put_exclusive(self, key: str, data: bytes) -> bool:
         """Create ``key`` unless it exists (see the module docstring for unsafe servers).

@@ -273,7 +273,8 @@ def test_bad_register_options(robots: DatasetEntry, root: Path, disk_unchanged: 
             robots.register(path, on_duplicate="overwrite")
         with pytest.raises(ConfigError, match=r"2 layer names for 1 sources"):
             robots.register(path, layer_name=["a", "b"])
-        assert robots.register([]).wait().segment_ids == []
+        with pytest.raises(ValueError, match="no data sources to register"):
+            robots.register([])
         skipped = recording_factory("ep0")
         assert robots.register(skipped, on_duplicate="skip").wait().segment_ids == ["ep0"]
         with pytest.raises(EntryNotFoundError, match=r"no snapshot 0"):

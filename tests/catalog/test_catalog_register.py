@@ -19,7 +19,7 @@ from rayform.catalog import (
     RegistrationResult,
     SegmentRegistrationResult,
 )
-from rayform.errors import DuplicateSegmentError, EntryNotFoundError
+from rayform.errors import ConfigError, DuplicateSegmentError, EntryNotFoundError
 from rayform.recording._file import open_recording
 
 JOINTS = "/joints/position:Scalars:scalars"
@@ -263,7 +263,10 @@ def test_unregister_nothing_commits_nothing(tmp_path: Path) -> None:
         rec.log_scalars("/x", timelines={"i": np.arange(3)}, values=np.arange(3.0))
     ds.register([str(tmp_path / "a.rfr")]).wait()
     before = ds.snapshot_version
-    ds.unregister(segments_to_drop=[])
+    with pytest.raises(ConfigError, match="nothing to drop"):  # Rerun: invalid argument
+        ds.unregister(segments_to_drop=[])
+    result = ds.unregister(layers_to_drop="no-such-layer").wait()  # matches nothing
+    assert result.segment_ids == [] and result.snapshot_version is None
     assert ds.refresh().snapshot_version == before and ds.segment_ids() == ["a"]
 
 

@@ -53,7 +53,7 @@ def test_unspecified_metadata_warns_and_reads_bt601_limited() -> None:
     y = torch.full((1, 2, 2), 235, dtype=torch.uint8)
     uv = torch.full((2, 1, 1), 128, dtype=torch.uint8)
     frame = Yuv420Frame(y=y, uv=uv)
-    with pytest.warns(RuntimeWarning, match="unspecified"):
+    with pytest.warns(UserWarning, match="unspecified.*defaults to BT.601 limited"):
         rgb = frame.to_rgb(dtype=torch.uint8)
     assert rgb.unique().tolist() == [255]
 
@@ -122,7 +122,7 @@ def test_rerun_style_positional_frame_and_to_rgb_overrides() -> None:
     tagged, _ = frame_from_rgb(rgb, space="bt709", color_range="full")
     bare = Yuv420Frame(tagged.y, tagged.uv, "unspecified", "unspecified")  # Rerun's positions
     assert bare.color_space == "unspecified"
-    with pytest.warns(RuntimeWarning, match="unspecified"):
+    with pytest.warns(UserWarning, match="unspecified"):
         guessed = bare.to_rgb()
     overridden = bare.to_rgb(color_space="bt709", color_range="full", non_blocking=True)
     assert torch.equal(overridden, tagged.to_rgb()), "the override replaces the metadata"

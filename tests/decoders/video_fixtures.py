@@ -6,7 +6,10 @@ The reference for every pixel comparison is a plain sequential PyAV decode of th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +38,20 @@ def codec_params() -> list[Any]:
     have = available_video_codecs()
     return [pytest.param(c, marks=pytest.mark.skipif(
         c not in have, reason=f"this PyAV build has no {c} encoder")) for c in ("h264", "h265", "av1")]
+
+
+@contextmanager
+def logged_failure(caplog: pytest.LogCaptureFixture, match: str
+                   ) -> Iterator[list[logging.LogRecord]]:
+    """Expect the block to log a decode failure matching ``match`` on the video decoder's logger
+    (a log record, not a Python warning: failed samples are just ``None``, as Rerun's)."""
+    records: list[logging.LogRecord] = []
+    with caplog.at_level(logging.WARNING, logger="rayform.decoders.video"):
+        start = len(caplog.records)
+        yield records
+        records.extend(r for r in caplog.records[start:] if r.name == "rayform.decoders.video")
+    assert any(re.search(match, r.getMessage()) for r in records), [r.getMessage()
+                                                                     for r in records]
 
 
 def realdata_file(path: Path) -> Path:
