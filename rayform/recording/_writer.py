@@ -142,12 +142,22 @@ def _wrap_rows(values: pa.Array) -> pa.Array:
 
 
 class RecordingWriter:
-    """Accumulates one recording in memory and writes it as a rayform recording file on close."""
+    """Accumulates one recording in memory and writes it as a rayform recording file on close.
+
+    Args:
+        path: the recording file to write (``.rfr``).
+        recording_id: the segment id it registers as.
+        application_id: what wrote it.
+        compress: zstd-compress every entity's batch except encoded media (JPEG blobs, video
+            packets), which is stored as-is (default). ``False`` stores every batch
+            uncompressed, all of the file memory-mappable, at several times the size.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, recording_id: str,
-                 application_id: str = "rayform") -> None:
+                 application_id: str = "rayform", compress: bool = True) -> None:
         validate_segment_id(recording_id)
         self._path = Path(path)
+        self._compress = compress
         self._recording_id = recording_id
         self._application_id = application_id
         self._properties: dict[str, PropertyValue] = {}
@@ -355,7 +365,8 @@ class RecordingWriter:
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
-            encoded.append(encode_batch(batch, compress=not has_encoded_media(batch, names)))
+            compress = self._compress and not has_encoded_media(batch, names)
+            encoded.append(encode_batch(batch, compress=compress))
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows

@@ -99,3 +99,22 @@ def test_version_2_recordings_still_register_with_the_same_values(
     stored = robots.open_segment("v3").column(JOINTS, "frame_index")
     expected = open_recording(new)[1].column(JOINTS).combine_chunks().drop_null()
     assert stored.values.to_pylist() == expected.to_pylist()
+
+
+def test_compress_false_stores_every_batch_as_is(tmp_path: Path) -> None:
+    from rayform import RecordingWriter
+
+    values = np.zeros((200, 7))
+    sizes = {}
+    for compress in (True, False):
+        path = tmp_path / f"{compress}.rfr"
+        with RecordingWriter(path, recording_id="ep", compress=compress) as rec:
+            rec.log_scalars("/q", timelines={"frame_index": np.arange(200)}, values=values)
+        _, table = open_recording(path)
+        plain = [pa.ipc.read_message(b.serialize()).body for b in table.to_batches()]
+        as_is = [body.equals(raw) for body, raw in zip(_stored_bodies(path), plain, strict=True)]
+        assert as_is == [not compress] * len(plain)
+        np.testing.assert_array_equal(
+            np.asarray(table.column("/q:Scalars:scalars").combine_chunks().flatten()), 0.0)
+        sizes[compress] = path.stat().st_size
+    assert sizes[True] * 4 < sizes[False]
