@@ -74,9 +74,9 @@ def test_unknown_types_are_kept_raw_and_bad_schemas_skipped_with_warnings(
     write_ros2_mcap(tmp_path / "run.mcap")
     ds, messages = _register(catalog, tmp_path / "run.mcap")
     text = " | ".join(messages)
-    assert "channel '/custom' (my_msgs/msg/Custom) has no typed mapping; kept as raw bytes in " \
+    assert "topic '/custom' (my_msgs/msg/Custom) has no typed mapping; kept as raw bytes in " \
         "'/custom:McapMessage:data'" in text
-    assert "channel '/ping/_service_event' (my_srvs/srv/Ping_Event): its schema cannot be " \
+    assert "topic '/ping/_service_event' (my_srvs/srv/Ping_Event): its schema cannot be " \
         "parsed" in text
     seg = ds.open_segment("run")  # type: ignore[attr-defined]
     raw = seg.column("/custom:McapMessage:data", "log_time").values

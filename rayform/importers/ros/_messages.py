@@ -1,4 +1,4 @@
-"""Typed mappings of common ROS 2 messages to rayform columns (one row per message).
+"""Typed mappings of common ROS messages (ROS 2 names; ROS 1 types map the same) to rayform columns.
 
 Each mapping takes the decoded messages of one topic and returns the components of the topic's
 entity (and of child entities, for JointState), plus the header stamps when the type has a header.
