@@ -13,12 +13,8 @@ from rayform._optional import require
 from rayform.errors import ConversionWarning, CorruptRecordingError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
-from rayform.importers.mcap._rosbag2 import (
-    McapSource,
-    is_mcap_file,
-    is_rosbag2_folder,
-    resolve_source,
-)
+from rayform.importers.mcap._rosbag2 import McapSource, is_mcap_file, resolve_source
+from rayform.importers.ros._bag_folder import folder_storage, is_rosbag2_folder
 from rayform.importers.ros._topics import Decoder, Topic, assign_entity, write_topic
 from rayform.recording._columns import FRAME_CONVENTION_PROPERTY
 from rayform.recording._writer import RecordingWriter
@@ -50,7 +46,8 @@ class McapImporter(Importer):
     def sniff(self, path: Path) -> bool:
         if path.is_file():
             return path.suffix.lower() == ".mcap" or is_mcap_file(path)
-        return is_rosbag2_folder(path)
+        # sqlite3 bag folders are the rosbag importer's; unreadable metadata is reported here.
+        return is_rosbag2_folder(path) and folder_storage(path) != "sqlite3"
 
     def convert(self, path: Path, staging: Path) -> list[Path]:
         reader_mod: Any = require("mcap.reader", extra="mcap", feature="Reading MCAP files")
