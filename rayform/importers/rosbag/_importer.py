@@ -91,7 +91,7 @@ class RosbagImporter(Importer):
             for topic in sorted(topics.values(), key=lambda t: (t.topic, t.schema_name)):
                 entity = assign_entity(topic, used)
                 write_topic(rec, entity, topic, _decoder(typestore, topic),
-                            source_name=source.name)
+                            source_name=str(source.path))
         return [out]
 
 

@@ -23,8 +23,8 @@ REALDATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "realdata"
 HUSKY = REALDATA / "rosbag1-robot-localization" / "test1.bag"
 SQLITE_BAGS = REALDATA / "rosbag2-sqlite3-test-bags"
 # A ROS 1 bag holds raw (unmapped) messages as ROS 1 bytes, a ROS 2 bag as CDR.
-RAW_COLUMNS = {"/fix:McapMessage:data", "/fix:McapSchema:data", "/fix:McapSchema:encoding",
-               "/fix:McapChannel:message_encoding"}
+RAW_COLUMNS = frozenset({"/fix:McapMessage:data", "/fix:McapSchema:data",
+                         "/fix:McapSchema:encoding", "/fix:McapChannel:message_encoding"})
 
 
 def _register(catalog: Catalog, name: str, path: Path) -> DatasetEntry:
@@ -35,7 +35,7 @@ def _register(catalog: Catalog, name: str, path: Path) -> DatasetEntry:
     return ds
 
 
-def _rows(ds: DatasetEntry, *, drop: set[str] = frozenset()) -> pa.Table:  # type: ignore[assignment]
+def _rows(ds: DatasetEntry, *, drop: frozenset[str] = frozenset()) -> pa.Table:
     table = ds.reader("log_time").to_arrow_table()
     keep = sorted(c for c in table.column_names if c not in drop and c != "rerun_segment_id")
     return table.select(keep).sort_by("log_time")
@@ -53,7 +53,7 @@ def three_formats(tmp_path: Path, catalog: Catalog) -> dict[str, DatasetEntry]:
 def test_the_same_messages_register_equal_in_bag_db3_and_mcap(
         three_formats: dict[str, DatasetEntry], fmt: str) -> None:
     mcap, other = three_formats["mcap"], three_formats[fmt]
-    drop = RAW_COLUMNS if fmt == "bag" else set()
+    drop = RAW_COLUMNS if fmt == "bag" else frozenset()
     assert sorted(other.schema().component_columns()) == sorted(mcap.schema().component_columns())
     assert other.timelines == mcap.timelines == {
         "log_time": "timestamp", "publish_time": "timestamp", "header_time": "timestamp"}
@@ -85,7 +85,7 @@ def test_raw_ros1_messages_keep_the_bag_bytes_and_definition(tmp_path: Path,
 
     path = write_ros1_bag(tmp_path / "run.bag")
     ds = catalog.create_dataset("bag")
-    with pytest.warns(ConversionWarning, match=r"run: topic '/fix' \(sensor_msgs/msg/NavSatFix\) "
+    with pytest.warns(ConversionWarning, match=r"run\.bag: topic '/fix' \(sensor_msgs/msg/NavSatFix\) "
                       "has no typed mapping; kept as raw bytes"):
         ds.register(path).wait()
     with AnyReader([path]) as reader:
@@ -166,8 +166,8 @@ def test_real_sqlite3_bag_of_custom_types_keeps_them_raw_with_their_definitions(
     with pytest.warns(ConversionWarning) as caught:
         ds.register(bag).wait()
     assert sorted(str(w.message).split(" has ")[0] for w in caught) == [
-        "cdr_test: topic '/array_topic' (test_msgs/msg/Arrays)",
-        "cdr_test: topic '/test_topic' (test_msgs/msg/BasicTypes)"]
+        f"{bag}: topic '/array_topic' (test_msgs/msg/Arrays)",
+        f"{bag}: topic '/test_topic' (test_msgs/msg/BasicTypes)"]
     with AnyReader([bag]) as reader:
         raw = [data for c, _, data in reader.messages() if c.topic == "/array_topic"]
         msgdef = next(c.msgdef.data for c in reader.connections if c.topic == "/array_topic")
