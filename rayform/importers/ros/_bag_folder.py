@@ -10,11 +10,12 @@ and metadata files too large to be a bag's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
 from rayform._optional import require
-from rayform.errors import CorruptRecordingError, FormatError
+from rayform._paths import path_under
+from rayform.errors import CorruptRecordingError, FormatError, InvalidNameError
 
 ROSBAG2_METADATA: Final = "metadata.yaml"
 _MAX_METADATA_BYTES: Final = 1 << 20
@@ -132,21 +133,25 @@ def _without_folder_name(relative: object, name: str) -> object:
 def member_path(folder: Path, relative: object, *, source: Path) -> Path:
     """``folder / relative`` for a file a bag's metadata lists, refused if it leaves the folder.
 
+    The name is checked by :func:`rayform._paths.path_under` (no absolute path, ``..``,
+    separator other than ``/`` or NUL), then its resolved path must stay inside the folder (a
+    symlink pointing out is refused too).
+
     Raises:
         FormatError: ``relative`` is not a plain relative path inside ``folder``.
     """
-    text = str(relative)
-    parts = PurePosixPath(text.replace("\\", "/")).parts
-    if not isinstance(relative, str) or not text or PurePosixPath(text).is_absolute() \
-            or PureWindowsPath(text).is_absolute() or PureWindowsPath(text).drive \
-            or ".." in parts or "\x00" in text:
+    try:
+        if not isinstance(relative, str) or not relative:
+            raise InvalidNameError(f"{relative!r} is not a file name")
+        candidate = path_under(folder, relative, what="bag file")
+    except InvalidNameError as err:
         raise FormatError(
             f"{source}: relative_file_paths entry {relative!r} is not a file inside the bag "
-            "folder; a bag lists only its own files (names relative to its folder)")
-    candidate = folder.joinpath(*parts)
-    root = folder.resolve()
-    if not candidate.resolve().is_relative_to(root):
+            f"folder ({err}); a bag lists only its own files, by names relative to its folder"
+        ) from None
+    resolved = candidate.resolve()
+    if not resolved.is_relative_to(folder.resolve()):
         raise FormatError(
             f"{source}: relative_file_paths entry {relative!r} resolves outside the bag folder "
-            f"({candidate.resolve()}); a bag lists only its own files")
+            f"({resolved}); a bag lists only its own files")
     return candidate
