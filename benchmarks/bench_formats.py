@@ -311,7 +311,7 @@ def uncompressed_bytes(catalog_root: Path) -> int:
     for path in (catalog_root / "objects").rglob("*"):
         if not path.is_file():
             continue
-        if not path.read_bytes()[:6] == b"ARROW1":
+        if path.read_bytes()[:6] != b"ARROW1":
             total += path.stat().st_size
             continue
         table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()

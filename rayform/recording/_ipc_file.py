@@ -110,9 +110,9 @@ def _template(schema: pa.Schema, count: int) -> bytes:
     with pa.ipc.new_file(sink, schema) as writer:
         for _ in range(count):
             writer.write_batch(empty)
-    data = sink.getvalue().to_pybytes()
+    data: bytes = sink.getvalue().to_pybytes()
     if not data.startswith(_MAGIC):
-        raise AssertionError("pyarrow wrote an Arrow file without the file magic")
+        raise RuntimeError("pyarrow wrote an Arrow file without the file magic")
     return data
 
 
@@ -126,14 +126,14 @@ def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
     field = struct.unpack_from("<H", footer, vtable + slot)[0] if slot < vtable_size else 0
     if field == 0:
         if count:
-            raise AssertionError("pyarrow's Arrow footer has no record batch blocks")
+            raise RuntimeError("pyarrow's Arrow footer has no record batch blocks")
         return 0
     at = table + field
     vector = at + struct.unpack_from("<I", footer, at)[0]
     (length,) = struct.unpack_from("<I", footer, vector)
     if length != count:
-        raise AssertionError(f"pyarrow's Arrow footer lists {length} batches, expected {count}")
-    return vector + 4
+        raise RuntimeError(f"pyarrow's Arrow footer lists {length} batches, expected {count}")
+    return int(vector) + 4
 
 
 def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:

@@ -81,7 +81,7 @@ def read_bag_folder_info(path: Path, *, extra: str) -> tuple[dict[str, Any], str
 
 
 def _load_without_aliases(yaml: Any, text: str) -> Any:
-    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[name-defined,misc]
+    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 mark = self.peek_event().start_mark
@@ -89,7 +89,7 @@ def _load_without_aliases(yaml: Any, text: str) -> Any:
                                      "rosbag2 metadata")
             return super().compose_node(parent, index)
 
-    return yaml.load(text, Loader=NoAliasLoader)  # noqa: S506 (a SafeLoader subclass)
+    return yaml.load(text, Loader=NoAliasLoader)
 
 
 def bag_folder(path: Path, info: dict[str, Any], storage: str) -> BagFolder:

@@ -50,9 +50,10 @@ class RosbagImporter(Importer):
     together) becomes one segment named after the file stem or folder name, with the columns the
     MCAP importer gives the same messages (``publish_time`` is the log time: bags keep one time
     per message). Messages without a typed mapping are kept raw with their definition: CDR and
-    ``ros2msg`` for ROS 2, ``ros1`` and ``ros1msg`` (MCAP's ROS 1 profile) for ROS 1. A bag whose messages cannot be decoded (a type whose definition
-    is neither in the bag nor in the ``rosbags`` typestore of its distribution), or that yields
-    fewer messages than its index counts, is refused naming it: never registered partial or empty.
+    ``ros2msg`` for ROS 2, ``ros1`` and ``ros1msg`` (MCAP's ROS 1 profile) for ROS 1. A bag whose
+    messages cannot be decoded (a type whose definition is neither in the bag nor in the
+    ``rosbags`` typestore of its distribution), or that yields fewer messages than its index
+    counts, is refused naming it: never registered partial or empty.
     """
 
     name = "rosbag"

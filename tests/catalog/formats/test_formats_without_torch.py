@@ -12,9 +12,8 @@ import pytest
 from format_sources import synthetic_frames, write_lerobot_v21, write_lerobot_v30
 from mcap_sources import write_ros2_mcap
 from recording_factories import RobotEpisode, write_robot_episode
-from rrd_sources import write_rrd
-
 from rosbag_sources import write_ros1_bag, write_rosbag2
+from rrd_sources import write_rrd
 
 from rayform.media import write_video_mp4
 
