@@ -1,4 +1,4 @@
-"""Format benchmarks (issue 5): registering MCAP and LeRobot sources, exporting to LeRobot.
+"""Format benchmarks (issues 5, 21): registering sources, exporting, storing them compactly.
 
 Run ``python benchmarks/bench_formats.py`` (``BENCH_QUICK=1`` for a seconds-long smoke run).
 Each part prints the measured figure, the physical limit measured in the same run and the ratio:
@@ -12,6 +12,13 @@ Each part prints the measured figure, the physical limit measured in the same ru
    Target: >= 50 % of that rate.
 3. LeRobot v3.0 export of the same episodes at their own rate (videos remuxed) against copying
    the MP4 bytes and writing the Parquet rows. Target: >= 50 % of that rate.
+4. Compact storage: for every compressed source in ``../shared/realdata``, its bytes, what
+   registering it adds to a catalog and what the same recordings took uncompressed (format
+   version 2). Target: catalog bytes <= 1.25 x source bytes. And the numeric dataloader over
+   zstd-compressed recordings against the same recordings uncompressed, in the same run.
+   Target: >= 0.9.
+5. ROS 1 ``.bag`` and ROS 2 ``.db3`` registration against rosbags' own full read of the same
+   bag (every message deserialised). Target: >= 50 % of that rate.
 """
 
 from __future__ import annotations
@@ -275,6 +282,171 @@ def bench_lerobot(work: Path) -> None:
            measured / limit, "target >= 0.50")
 
 
+# ------------------------------------------------------------------ 4. compact storage
+# Every compressed source in ../shared/realdata with how it is compressed. Sources no importer
+# of this build reads are listed as such; quick mode skips those over QUICK_MAX_BYTES.
+REALDATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata"
+COMPRESSED_SOURCES = {
+    "evo-nav2-turtlebot-mcap/nav2_turtlebot.mcap": "MCAP, zstd chunks",
+    "rosbag2-test-bags/talker": "rosbag2 MCAP folder, zstd chunks",
+    "rosbag1-robot-localization/test1.bag": "ROS 1 bag, bz2 chunks",
+    "unitree-g1-lerobot-v21": "LeRobot v2.1, Parquet + AV1 MP4",
+    "rlds-octo-bridge/bridge_dataset/1.0.0": "RLDS TFRecord, JPEG steps",
+    "zarr-diffusion-policy-pusht/pusht_cchi_v7_replay.zarr": "Zarr v2, Blosc zstd",
+}
+QUICK_MAX_BYTES = 8 << 20
+STORAGE_TARGET = 1.25
+
+
+def tree_bytes(path: Path) -> int:
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+def uncompressed_bytes(catalog_root: Path) -> int:
+    """What the catalog's recordings take stored as before format version 3 (no compression):
+    each recording object rewritten uncompressed into a byte counter, assets as they are."""
+    total = 0
+    for path in (catalog_root / "objects").rglob("*"):
+        if not path.is_file():
+            continue
+        if path.read_bytes()[:6] != b"ARROW1":
+            total += path.stat().st_size
+            continue
+        table = pa.ipc.open_file(pa.memory_map(str(path), "r")).read_all()
+        sink = pa.MockOutputStream()
+        with pa.ipc.new_file(sink, table.schema) as writer:
+            writer.write_table(table)
+        total += sink.size()
+    return total
+
+
+def bench_storage(work: Path) -> None:
+    from rayform.errors import FormatError
+
+    if not REALDATA.is_dir():
+        print("  (skipped: ../shared/realdata is absent)")
+        return
+    print(f"  {'source':<56} {'source B':>11} {'catalog B':>11} {'ratio':>6} "
+          f"{'v2 B':>11} {'ratio':>6}")
+    for rel, how in COMPRESSED_SOURCES.items():
+        source = REALDATA / rel
+        if not source.exists():
+            print(f"  {rel:<56} (absent)")
+            continue
+        size = tree_bytes(source)
+        if QUICK and size > QUICK_MAX_BYTES:
+            print(f"  {rel:<56} {size:>11,} (quick mode: skipped, over {QUICK_MAX_BYTES:,} B)")
+            continue
+        root = work / f"storage-{len(list(work.glob('storage-*')))}"
+        catalog = Catalog.create(root)
+        dataset = catalog.create_dataset("d")
+        empty = tree_bytes(root)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                dataset.register(source).wait()
+        except FormatError as err:  # no importer of this build reads it (LeRobot claims folders)
+            print(f"  {rel:<56} {size:>11,} (not registered by this build: {str(err)[-60:]})")
+            continue
+        stored = tree_bytes(root) - empty
+        before = uncompressed_bytes(root) + (stored - tree_bytes(root / "objects"))
+        ratio = stored / size
+        verdict = "met" if ratio <= STORAGE_TARGET else "MISSED"
+        if verdict == "MISSED":
+            w.MISSED.append(f"storage {rel}")
+        print(f"  {rel:<56} {size:>11,} {stored:>11,} {ratio:>6.2f} {before:>11,} "
+              f"{before / size:>6.2f}   target <= {STORAGE_TARGET}: {verdict}   ({how})")
+    print("  (catalog B: what registering the source adds to the catalog directory, recordings, "
+          "assets and metadata; v2 B: the same recordings stored uncompressed, as before format "
+          "version 3)")
+
+
+def bench_numeric_compressed(work: Path) -> None:
+    """The numeric dataloader over compressed (format 3) and uncompressed recordings: each
+    repeat opens the catalog afresh, so the first read of each segment (its decompression)
+    is inside the figure, as it is for a training job."""
+    try:
+        import torch
+        from torch.utils.data import DataLoader
+
+        from rayform.dataloader import DataSource, NoShuffle, RerunIterableDataset
+    except ImportError:
+        print("  (skipped: pip install 'rayform[torch]')")
+        return
+    torch.set_num_threads(1)
+    urls = {}
+    for compress in (True, False):
+        spec = w.Spec(compress=compress)
+        urls[compress] = w.build(work / f"numeric-{compress}", spec).dataset.catalog.url
+
+    def rate(compress: bool) -> float:
+        dataset = Catalog.open(urls[compress]).get_dataset("standard")
+        ds = RerunIterableDataset(DataSource(dataset), w.INDEX, w.numeric_fields(),
+                                  timeline_sampling=w.SAMPLING, shuffle_strategy=NoShuffle(),
+                                  decode_threads=1, batch_size=w.BATCH, fetch_block_size=1024)
+        t0 = time.perf_counter()
+        samples = sum(len(batch["state"]) for batch in DataLoader(ds, batch_size=None))
+        return samples / (time.perf_counter() - t0)
+
+    ratios, figures = [], []
+    for _ in range(max(REPEATS, 3)):
+        plain = rate(False)
+        packed = rate(True)
+        figures.append((packed, plain))
+        ratios.append(packed / plain)
+    packed = statistics.median(f[0] for f in figures)
+    plain = statistics.median(f[1] for f in figures)
+    report("numeric loader, zstd recordings (samples/s)", f"{packed:,.0f}", f"{plain:,.0f}",
+           statistics.median(ratios), "target >= 0.90")
+    print("  (limit: the same loader over the same recordings stored uncompressed, measured "
+          "alternately in this run; ratio: median of per-repeat ratios)")
+
+
+# ------------------------------------------------------------------ 5. ROS bags
+def bench_rosbag(work: Path) -> None:
+    """Registration of ROS bags against rosbags' own full read (every message deserialised)."""
+    try:
+        from rosbags.highlevel import AnyReader
+        from rosbags.typesys import Stores, get_typestore
+    except ImportError:
+        print("  (skipped: pip install 'rayform[rosbag]')")
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "catalog" / "formats"))
+    from rosbag_sources import write_ros1_bag, write_rosbag2
+
+    sources = {"synthetic ROS 1 .bag": write_ros1_bag(work / "synthetic.bag"),
+               "synthetic ROS 2 .db3 folder": write_rosbag2(work / "synthetic_db3",
+                                                            storage="sqlite3")}
+    husky = REALDATA / "rosbag1-robot-localization" / "test1.bag"
+    if husky.is_file():
+        sources["real Husky test1.bag (bz2)"] = husky
+    counter = iter(range(1_000))
+    for name, source in sources.items():
+        count = 0
+
+        def bare(source: Path = source) -> None:
+            nonlocal count
+            count = 0
+            with AnyReader([source], default_typestore=get_typestore(Stores.LATEST)) as reader:
+                for connection, _, raw in reader.messages():
+                    reader.deserialize(raw, connection.msgtype)
+                    count += 1
+
+        def register(source: Path = source) -> None:
+            catalog = Catalog.create(work / f"rosbag-catalog-{next(counter)}")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                catalog.create_dataset("bag").register(source).wait()
+
+        bare_s = median_time(bare)
+        register_s = median_time(register)
+        report(f"{name} register (messages/s)", f"{count / register_s:,.0f}",
+               f"{count / bare_s:,.0f}", bare_s / register_s, "target >= 0.50")
+    print("  (limit: rosbags' AnyReader reading and deserialising every message of the same bag)")
+
+
 def main() -> int:
     print(f"bench_formats ({'quick' if QUICK else 'full'}: {MCAP_MESSAGES} MCAP messages, "
           f"{EPISODES} LeRobot episodes x {FRAMES} frames)")
@@ -284,6 +456,11 @@ def main() -> int:
         bench_mcap(work)
         print("2./3. LeRobot")
         bench_lerobot(work)
+        print("4. Compact storage: catalog bytes per compressed source in ../shared/realdata")
+        bench_storage(work)
+        bench_numeric_compressed(work)
+        print("5. ROS 1 .bag and ROS 2 .db3")
+        bench_rosbag(work)
     return w.report_exit_code()
 
 

@@ -59,15 +59,18 @@ SAMPLING = FixedRateSampling(rate_hz=GRID_HZ)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Spec:
-    """Which standard workload: its size and whether it carries the H.264 camera."""
+    """Which standard workload: its size, whether it carries the H.264 camera and whether its
+    recordings are compressed (the default; ``compress=False`` stores them as format version 2 did)."""
 
     episodes: int = 2 if QUICK else 8
     episode_s: int = 3 if QUICK else 20
     video: bool = False
+    compress: bool = True
 
     @property
     def key(self) -> str:
-        return f"e{self.episodes}-s{self.episode_s}-{'video' if self.video else 'jpeg'}-v1"
+        packed = "" if self.compress else "-uncompressed"
+        return f"e{self.episodes}-s{self.episode_s}-{'video' if self.video else 'jpeg'}{packed}-v1"
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +128,8 @@ def build(root: Path, spec: Spec) -> Workload:
         frames = camera_frames(ep, n_cam)
         jpegs.append([encode_jpeg(f) for f in frames])
         path = root / "src" / f"episode_{ep}.rfr"
-        with rayform.RecordingWriter(path, recording_id=f"episode_{ep:03d}") as rec:
+        with rayform.RecordingWriter(path, recording_id=f"episode_{ep:03d}",
+                                     compress=spec.compress) as rec:
             rec.log_scalars("/joints/position", timelines={INDEX: state_t},
                             values=rng.normal(size=(n_state, JOINTS)).astype(np.float32))
             rec.log_scalars("/action/delta", timelines={INDEX: state_t},

@@ -1,7 +1,8 @@
 """The importer registry: which importer turns a path (file or folder) into recording files.
 
 ``register`` picks the first importer whose ``sniff`` accepts the path: importers added with
-:func:`register_importer` first, then native recordings, ``.rrd``, MCAP, LeRobot and MP4.
+:func:`register_importer` first, then native recordings, ``.rrd``, MCAP, ROS bags (``.bag``,
+``.db3``), LeRobot and MP4.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from rayform.importers._base import Importer, NativeImporter
 from rayform.importers.lerobot import LeRobotImporter
 from rayform.importers.mcap import McapImporter
 from rayform.importers.mp4 import Mp4Importer
+from rayform.importers.rosbag import RosbagImporter
 from rayform.importers.rrd import RrdImporter
 
 # Registered importers first, then the built-in ones in this order. The built-in importers import
-# their optional packages (rerun-sdk, mcap, PyAV) only when they convert, so listing them is cheap.
-_REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), LeRobotImporter(),
-                             Mp4Importer()]
+# their optional packages (rerun-sdk, mcap, rosbags, PyAV) only when they convert, so listing
+# them is cheap.
+_REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), RosbagImporter(),
+                             LeRobotImporter(), Mp4Importer()]
 
 
 def register_importer(importer: Importer) -> None:

@@ -1,10 +1,11 @@
 """The native recording's integrity checks: its checksum, and full validation of its Arrow data.
 
-A recording file of format version 2 carries ``content_sha256`` in its header: the sha256 of
+A recording file of format version 2 on carries ``content_sha256`` in its header: the sha256 of
 
 1. the header's canonical JSON without that key,
 2. the Arrow schema without metadata, serialised, and
-3. every record batch (and dictionary batch) message, metadata and body, in file order,
+3. every record batch (and dictionary batch) message, metadata and body as stored (compressed
+   bodies compressed, from version 3 on), in file order,
 
 each prefixed by its length. :class:`~rayform.recording.RecordingWriter` computes it from the
 batches it writes; registration recomputes it from the bytes of the file, so a flipped bit in a
@@ -47,13 +48,6 @@ def content_digest(header: RecordingHeader, schema: pa.Schema, messages: Iterabl
         part(metadata)
         part(body)
     return h.hexdigest()
-
-
-def batch_messages(batches: Iterable[pa.RecordBatch]) -> Iterator[Message]:
-    """The IPC messages a file writer stores for ``batches`` (what the writer hashes)."""
-    for batch in batches:
-        message = pa.ipc.read_message(batch.serialize())
-        yield message.metadata, message.body
 
 
 def stored_messages(data: pa.Buffer) -> Iterator[Message]:

@@ -7,7 +7,10 @@ under a single wide schema: one column per timeline (``int64``, ``timestamp[ns]`
 ``rayform:recording`` carries a JSON header (:class:`RecordingHeader`) naming the recording id,
 properties, timelines, entity row ranges (temporal and static blocks apart), attached assets
 (content-addressed side files such as MP4 videos) and, from format version 2 on, the file's
-checksum (see :mod:`rayform.recording._checksum`). Version 1 files (no checksum) are still read.
+checksum (see :mod:`rayform.recording._checksum`). From format version 3 on, record batches other
+than encoded media are zstd-compressed (Arrow IPC buffer compression, see
+:mod:`rayform.recording._ipc_file`). Version 1 (no checksum) and 2 (uncompressed) files are still
+read.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ from rayform.recording._columns import TimelineKind
 
 HEADER_KEY = b"rayform:recording"
 RECORDING_FORMAT: Final = "rayform-recording"
-RECORDING_FORMAT_VERSION: Final = 2
-READABLE_FORMAT_VERSIONS: Final = (1, 2)
+RECORDING_FORMAT_VERSION: Final = 3
+READABLE_FORMAT_VERSIONS: Final = (1, 2, 3)
 RECORDING_SUFFIX = ".rfr"
 
 PropertyScalar = str | int | float | bool | None
@@ -59,7 +62,7 @@ class RecordingHeader(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     format: Literal["rayform-recording"]
-    format_version: Literal[1, 2]
+    format_version: Literal[1, 2, 3]
     recording_id: str
     application_id: str
     properties: dict[str, PropertyValue]

@@ -31,7 +31,7 @@ import pyarrow as pa
 from rayform._atomic import atomic_path
 from rayform._local_writes import naming_full_disk
 from rayform.errors import ConfigError, SchemaConflictError
-from rayform.recording._checksum import batch_messages, content_digest
+from rayform.recording._checksum import content_digest
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     ENCODED_IMAGE_MEDIA_TYPE,
@@ -54,6 +54,12 @@ from rayform.recording._file import (
     EntityRows,
     PropertyValue,
     RecordingHeader,
+)
+from rayform.recording._ipc_file import (
+    EncodedBatch,
+    encode_batch,
+    has_encoded_media,
+    write_recording_file,
 )
 from rayform.recording._names import validate_entity_path, validate_segment_id
 from rayform.recording._widening import merged_type, widen
@@ -137,12 +143,22 @@ def _wrap_rows(values: pa.Array) -> pa.Array:
 
 
 class RecordingWriter:
-    """Accumulates one recording in memory and writes it as a rayform recording file on close."""
+    """Accumulates one recording in memory and writes it as a rayform recording file on close.
+
+    Args:
+        path: the recording file to write (``.rfr``).
+        recording_id: the segment id it registers as.
+        application_id: what wrote it.
+        compress: zstd-compress every entity's batch except encoded media (JPEG blobs, video
+            packets), which is stored as-is (default). ``False`` stores every batch
+            uncompressed, all of the file memory-mappable, at several times the size.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, recording_id: str,
-                 application_id: str = "rayform") -> None:
+                 application_id: str = "rayform", compress: bool = True) -> None:
         validate_segment_id(recording_id)
         self._path = Path(path)
+        self._compress = compress
         self._recording_id = recording_id
         self._application_id = application_id
         self._properties: dict[str, PropertyValue] = {}
@@ -309,6 +325,13 @@ class RecordingWriter:
     # ------------------------------------------------------------------------------ output
     def build_table(self) -> tuple[RecordingHeader, pa.Table]:
         """Assemble the wide table and header without writing anything."""
+        header, schema, batches, _ = self._assemble()
+        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
+        return header, table
+
+    def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
+                                 list[EncodedBatch]]:
+        """The header, schema, batches (one per entity) and their stored messages."""
         columns: dict[str, pa.DataType] = {}
         for name, kind in self._timelines.items():
             columns[name] = {"sequence": pa.int64(), "timestamp": pa.timestamp("ns"),
@@ -340,6 +363,7 @@ class RecordingWriter:
                 columns[field.name] = merged
         schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
         batches: list[pa.RecordBatch] = []
+        encoded: list[EncodedBatch] = []
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
@@ -350,8 +374,12 @@ class RecordingWriter:
                     arrays.append(widen(table.column(field.name).combine_chunks(), field.type))
                 else:
                     arrays.append(pa.nulls(table.num_rows, type=field.type))
-            batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
-            comps = sorted(c.split(":", 1)[1] for c in table.column_names if c not in self._timelines)
+            batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
+            batches.append(batch)
+            names = [c for c in table.column_names if c not in self._timelines]
+            compress = self._compress and not has_encoded_media(batch, names)
+            encoded.append(encode_batch(batch, compress=compress))
+            comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
             row += table.num_rows
@@ -367,21 +395,19 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        digest = content_digest(header, schema, batch_messages(batches))
+        digest = content_digest(header, schema,
+                                ((e.message.metadata, e.message.body) for e in encoded))
         header = header.model_copy(update={"content_sha256": digest})
         schema = schema.with_metadata({HEADER_KEY: header.to_bytes()})
-        table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
-        return header, table
+        return header, schema, batches, encoded
 
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        _, table = self.build_table()
+        _, schema, _, encoded = self._assemble()
         with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
                 atomic_path(self._path) as tmp:
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as writer:
-                for batch in table.to_batches():
-                    writer.write_batch(batch)
+            write_recording_file(tmp, schema, encoded)
             if self._assets:
                 asset_dir = asset_dir_for(self._path)
                 asset_dir.mkdir(parents=True, exist_ok=True)

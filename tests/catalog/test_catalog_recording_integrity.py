@@ -1,5 +1,5 @@
 """Damaged recordings are refused at registration: a checksum over the native file's header,
-schema and batches (format version 2), and full Arrow validation of every file registered, so
+schema and batches (format version 2 on), and full Arrow validation of every file registered, so
 nothing invalid is ever content-addressed into a catalog (a later query over it could crash)."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def _as_version_1(src: Path, dest: Path) -> Path:
 def test_writer_stores_a_checksum_that_registration_checks(recording_factory: RecordingFactory
                                                            ) -> None:
     header, _ = open_recording(recording_factory("ok"))
-    assert header.format_version == 2
+    assert header.format_version == 3
     assert header.content_sha256 is not None and len(header.content_sha256) == 64
 
 

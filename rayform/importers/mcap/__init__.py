@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-from rayform.importers.mcap._importer import (
-    HEADER_TIME,
-    LOG_TIME,
-    PUBLISH_TIME,
-    McapImporter,
-    entity_for_topic,
-)
+from rayform.importers.mcap._importer import McapImporter
+from rayform.importers.ros import HEADER_TIME, LOG_TIME, PUBLISH_TIME, entity_for_topic
 
 __all__ = ["HEADER_TIME", "LOG_TIME", "PUBLISH_TIME", "McapImporter", "entity_for_topic"]

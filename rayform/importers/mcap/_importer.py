@@ -4,56 +4,27 @@ from __future__ import annotations
 
 import contextlib
 import io
-import re
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import numpy as np
-import pyarrow as pa
 
 from rayform._optional import require
 from rayform.errors import ConversionWarning, CorruptRecordingError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
-from rayform.importers.mcap._ros2_messages import Mapped, UnmappableError, mapping_for
-from rayform.importers.mcap._rosbag2 import (
-    McapSource,
-    is_mcap_file,
-    is_rosbag2_folder,
-    resolve_source,
-)
+from rayform.importers.mcap._rosbag2 import McapSource, is_mcap_file, resolve_source
+from rayform.importers.ros._bag_folder import folder_storage, is_rosbag2_folder
+from rayform.importers.ros._topics import Decoder, Topic, assign_entity, write_topic
 from rayform.recording._columns import FRAME_CONVENTION_PROPERTY
-from rayform.recording._writer import RecordingWriter, TimelineLike
-
-LOG_TIME = "log_time"
-PUBLISH_TIME = "publish_time"
-HEADER_TIME = "header_time"
-RAW_DATA = "McapMessage:data"
-SCHEMA_NAME = "McapSchema:name"
-SCHEMA_ENCODING = "McapSchema:encoding"
-SCHEMA_DATA = "McapSchema:data"
-MESSAGE_ENCODING = "McapChannel:message_encoding"
-_UNSAFE_ENTITY = re.compile(r"[^A-Za-z0-9_\-./~{}+]")
-
-Decoder = Callable[[bytes], Any]
+from rayform.recording._writer import RecordingWriter
 
 
 @dataclass
-class _Channel:
-    """The messages of one channel, still encoded."""
+class _Channel(Topic):
+    """The messages of one MCAP channel, still encoded, and the id of its schema record."""
 
-    topic: str
-    schema_name: str
-    schema_encoding: str
-    schema_data: bytes
-    message_encoding: str
-    schema_id: int
-    log_ns: list[int] = field(default_factory=list)
-    publish_ns: list[int] = field(default_factory=list)
-    payloads: list[bytes] = field(default_factory=list)
+    schema_id: int = 0
 
 
 class McapImporter(Importer):
@@ -63,10 +34,11 @@ class McapImporter(Importer):
     file stem (or folder name). Each topic becomes the entity of the same path, on the
     timestamp timelines ``log_time`` and ``publish_time`` and, for messages with a header,
     ``header_time`` (the header stamp; simulation time where the robot used it). Common types
-    get typed columns (see :mod:`rayform.importers.mcap._ros2_messages`); any other type is kept
+    get typed columns (see :mod:`rayform.importers.ros._messages`); any other type is kept
     as raw CDR bytes in ``<topic>:McapMessage:data`` with its schema as static components, with a
-    :class:`~rayform.errors.ConversionWarning`. A channel whose schema cannot be parsed is
-    skipped with a warning naming it.
+    :class:`~rayform.errors.ConversionWarning` (:mod:`rayform.importers.ros._topics`, shared with
+    the rosbag importer). A channel whose schema cannot be parsed is skipped with a warning
+    naming it.
     """
 
     name = "mcap"
@@ -74,7 +46,8 @@ class McapImporter(Importer):
     def sniff(self, path: Path) -> bool:
         if path.is_file():
             return path.suffix.lower() == ".mcap" or is_mcap_file(path)
-        return is_rosbag2_folder(path)
+        # sqlite3 bag folders are the rosbag importer's; unreadable metadata is reported here.
+        return is_rosbag2_folder(path) and folder_storage(path) != "sqlite3"
 
     def convert(self, path: Path, staging: Path) -> list[Path]:
         reader_mod: Any = require("mcap.reader", extra="mcap", feature="Reading MCAP files")
@@ -98,7 +71,7 @@ class McapImporter(Importer):
             for channel in sorted(channels.values(), key=lambda c: c.topic):
                 if not channel.payloads:
                     continue
-                entity = _entity_for(channel, used)
+                entity = assign_entity(channel, used)
                 _write_channel(rec, entity, channel, decoders, source)
         return [out]
 
@@ -140,22 +113,6 @@ def _read_file(reader_mod: Any, file: Path, channels: dict[int, _Channel],
             f"{type(err).__name__}: {err}") from err
 
 
-def entity_for_topic(topic: str) -> str:
-    """The entity path of a topic: ``"/odom"`` stays; unsafe characters become ``_``."""
-    parts = [_UNSAFE_ENTITY.sub("_", p) for p in topic.split("/") if p]
-    parts = ["_" if p in (".", "..") else p for p in parts]
-    return "/" + "/".join(parts) if parts else "/_"
-
-
-def _entity_for(channel: _Channel, used: dict[str, str]) -> str:
-    entity = entity_for_topic(channel.topic)
-    known = used.get(entity)
-    if known is not None and known != channel.schema_name:
-        entity = f"{entity}/{entity_for_topic(channel.schema_name).strip('/').replace('/', '_')}"
-    used[entity] = channel.schema_name
-    return entity
-
-
 def _decoder_for(channel: _Channel, decoders: Any) -> Decoder | None:
     """The channel's CDR decoder; ``None`` (after a warning) when its schema cannot be parsed."""
     from mcap.records import Schema
@@ -178,74 +135,14 @@ class _SchemaError(Exception):
 
 def _write_channel(rec: RecordingWriter, entity: str, channel: _Channel, decoders: Any,
                    source: McapSource) -> None:
-    log_ns = np.asarray(channel.log_ns, dtype=np.int64)
-    timelines: dict[str, TimelineLike] = {
-        LOG_TIME: log_ns.astype("datetime64[ns]"),
-        PUBLISH_TIME: np.asarray(channel.publish_ns, dtype=np.int64).astype("datetime64[ns]"),
-    }
-    label = f"channel {channel.topic!r} ({channel.schema_name or 'no schema'})"
     try:
         decoder = _decoder_for(channel, decoders)
     except _SchemaError as err:
-        warnings.warn(f"{source.name}: {label}: its schema cannot be parsed ({err}); the channel "
-                      f"is skipped ({len(channel.payloads)} messages)", ConversionWarning,
-                      stacklevel=5)
+        warnings.warn(f"{source.name}: {channel.label}: its schema cannot be parsed ({err}); the "
+                      f"channel is skipped ({len(channel.payloads)} messages)", ConversionWarning,
+                      stacklevel=4)
         return
-    mapping = mapping_for(channel.schema_name)
-    mapped: Mapped | None = None
-    reason = "has no typed mapping"
-    if decoder is None:
-        reason = (f"is encoded as {channel.message_encoding!r} with a "
-                  f"{channel.schema_encoding or 'missing'!r} schema, not ROS 2 CDR")
-    elif mapping is not None:
-        messages = _decode_all(decoder, channel, source)
-        try:
-            mapped = mapping(messages)
-        except UnmappableError as err:
-            reason = f"cannot take the typed mapping ({err})"
-    if mapped is None:
-        warnings.warn(f"{source.name}: {label} {reason}; kept as raw bytes in "
-                      f"'{entity}:{RAW_DATA}' with its schema", ConversionWarning, stacklevel=5)
-        _write_raw(rec, entity, channel, timelines)
-        return
-    if mapped.header_ns is not None:
-        header = np.where(mapped.header_ns >= 0, mapped.header_ns, log_ns)
-        timelines[HEADER_TIME] = header.astype("datetime64[ns]")
-    rec.log_columns(entity, timelines=timelines, components=mapped.components)
-    rec.log_static(entity, components={**mapped.static, SCHEMA_NAME: channel.schema_name})
-    for suffix, (components, static) in mapped.children.items():
-        rec.log_columns(entity + suffix, timelines=timelines, components=components)
-        if static:
-            rec.log_static(entity + suffix, components=static)
-
-
-def _decode_all(decoder: Decoder, channel: _Channel, source: McapSource) -> list[Any]:
-    messages = []
-    for i, payload in enumerate(channel.payloads):
-        try:
-            messages.append(decoder(payload))
-        except Exception as err:  # the CDR reader raises struct.error, IndexError, ValueError …
-            raise CorruptRecordingError(
-                f"{source.name}: channel {channel.topic!r}: message {i} (log_time "
-                f"{channel.log_ns[i]}) cannot be decoded as {channel.schema_name}: "
-                f"{type(err).__name__}: {err}") from err
-    return messages
-
-
-def _write_raw(rec: RecordingWriter, entity: str, channel: _Channel,
-               timelines: dict[str, TimelineLike]) -> None:
-    rec.log_columns(entity, timelines=timelines, components={
-        RAW_DATA: pa.ListArray.from_arrays(
-            pa.array(np.arange(len(channel.payloads) + 1, dtype=np.int32)),
-            pa.array(channel.payloads, pa.binary()))})
-    try:
-        schema_text: str | bytes = channel.schema_data.decode("utf-8")
-    except UnicodeDecodeError:
-        schema_text = channel.schema_data
-    rec.log_static(entity, components={
-        SCHEMA_NAME: channel.schema_name,
-        SCHEMA_ENCODING: channel.schema_encoding,
-        SCHEMA_DATA: schema_text,
-        MESSAGE_ENCODING: channel.message_encoding,
-    })
-
+    reason = "" if decoder is not None else (
+        f"is encoded as {channel.message_encoding!r} with a "
+        f"{channel.schema_encoding or 'missing'!r} schema, not ROS 2 CDR")
+    write_topic(rec, entity, channel, decoder, source_name=source.name, raw_reason=reason)

@@ -1,16 +1,14 @@
-"""Which MCAP files make a source: a single ``.mcap`` file or a rosbag2 folder (metadata.yaml)."""
+"""Which MCAP files make a source: a single ``.mcap`` file or a rosbag2 folder of MCAP storage."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from rayform._optional import require
-from rayform.errors import CorruptRecordingError, FormatError
+from rayform.errors import FormatError
+from rayform.importers.ros._bag_folder import bag_folder, read_bag_folder_info
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
-ROSBAG2_METADATA = "metadata.yaml"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,45 +28,20 @@ def is_mcap_file(path: Path) -> bool:
         return False
 
 
-def is_rosbag2_folder(path: Path) -> bool:
-    return path.is_dir() and (path / ROSBAG2_METADATA).is_file()
-
-
 def resolve_source(path: Path) -> McapSource:
     """The MCAP files of ``path`` (a file, or a rosbag2 folder in split order).
 
     Raises:
-        FormatError: a rosbag2 folder whose storage is not MCAP, or that lists no files.
+        FormatError: a rosbag2 folder whose storage is not MCAP, that lists no files or files
+            outside the folder.
         CorruptRecordingError: an unreadable metadata.yaml.
     """
     if path.is_file():
         return McapSource(name=path.stem, files=(path,), properties={"source_file": path.name})
-    meta_path = path / ROSBAG2_METADATA
-    yaml: Any = require("yaml", extra="mcap", feature="Reading rosbag2 metadata.yaml")
-    try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise CorruptRecordingError(f"{meta_path}: not valid YAML: {err}") from err
-    info = meta.get("rosbag2_bagfile_information") if isinstance(meta, dict) else None
-    if not isinstance(info, dict):
-        raise FormatError(f"{meta_path}: no 'rosbag2_bagfile_information' mapping; this is not a "
-                          "rosbag2 metadata file")
-    storage = str(info.get("storage_identifier", "mcap"))
+    info, storage = read_bag_folder_info(path, extra="mcap")
     if storage != "mcap":
         raise FormatError(
-            f"{path}: rosbag2 storage {storage!r} is not supported; convert the bag to MCAP with "
-            "'ros2 bag convert' (storage_id: mcap)")
-    listed = info.get("relative_file_paths") or []
-    files = [path / str(rel) for rel in listed] if listed else sorted(path.glob("*.mcap"))
-    missing = [f for f in files if not f.is_file()]
-    if missing:
-        raise FormatError(f"{meta_path}: lists {len(missing)} missing file(s), e.g. {missing[0]}; "
-                          "copy the whole bag folder")
-    if not files:
-        raise FormatError(f"{path}: the rosbag2 folder holds no .mcap file")
-    properties: dict[str, str | int] = {"storage_identifier": storage}
-    for key in ("version", "ros_distro", "message_count"):
-        value = info.get(key)
-        if isinstance(value, str | int) and not isinstance(value, bool):
-            properties[f"rosbag2_{key}" if key == "version" else key] = value
-    return McapSource(name=path.name, files=tuple(files), properties=properties)
+            f"{path}: rosbag2 storage {storage!r} is not supported; convert the bag to MCAP "
+            "with 'ros2 bag convert' (storage_id: mcap)")
+    folder = bag_folder(path, info, storage)
+    return McapSource(name=path.name, files=folder.files, properties=folder.properties())

@@ -74,9 +74,9 @@ def test_unknown_types_are_kept_raw_and_bad_schemas_skipped_with_warnings(
     write_ros2_mcap(tmp_path / "run.mcap")
     ds, messages = _register(catalog, tmp_path / "run.mcap")
     text = " | ".join(messages)
-    assert "channel '/custom' (my_msgs/msg/Custom) has no typed mapping; kept as raw bytes in " \
+    assert "topic '/custom' (my_msgs/msg/Custom) has no typed mapping; kept as raw bytes in " \
         "'/custom:McapMessage:data'" in text
-    assert "channel '/ping/_service_event' (my_srvs/srv/Ping_Event): its schema cannot be " \
+    assert "topic '/ping/_service_event' (my_srvs/srv/Ping_Event): its schema cannot be " \
         "parsed" in text
     seg = ds.open_segment("run")  # type: ignore[attr-defined]
     raw = seg.column("/custom:McapMessage:data", "log_time").values
@@ -100,7 +100,15 @@ def test_rosbag2_folder_is_one_segment_named_after_the_folder(tmp_path: Path,
                                   truth.log_ns)
 
 
-def test_rosbag2_with_sqlite_storage_is_refused(tmp_path: Path, catalog: Catalog) -> None:
+def test_rosbag2_with_sqlite_storage_goes_to_the_rosbag_importer(tmp_path: Path,
+                                                                 catalog: Catalog) -> None:
+    """A folder whose metadata says sqlite3 is read as one (here it holds an MCAP file)."""
     write_rosbag2(tmp_path / "old_bag", storage="sqlite3")
-    with pytest.raises(FormatError, match="storage 'sqlite3' is not supported; convert"):
+    with pytest.raises(FormatError, match=r"old_bag_0\.mcap: not a ROS 2 sqlite3 bag file"):
         catalog.create_dataset("x").register(tmp_path / "old_bag")
+
+
+def test_rosbag2_with_other_storage_is_refused(tmp_path: Path, catalog: Catalog) -> None:
+    write_rosbag2(tmp_path / "odd_bag", storage="rosbag_v2")
+    with pytest.raises(FormatError, match="storage 'rosbag_v2' is not supported; convert"):
+        catalog.create_dataset("x").register(tmp_path / "odd_bag")

@@ -16,22 +16,25 @@ from rayform.importers import find_importer
 def test_format_modules_import_without_optional_packages_or_torch() -> None:
     code = (
         "import sys\n"
-        "for name in ('rerun', 'mcap', 'mcap_ros2', 'av', 'yaml', 'PIL', 'torch'):\n"
+        "for name in ('rerun', 'mcap', 'mcap_ros2', 'rosbags', 'av', 'yaml', 'PIL', 'torch'):\n"
         "    sys.modules[name] = None\n"
         "import rayform.importers.rrd, rayform.importers.mcap, rayform.importers.lerobot\n"
+        "import rayform.importers.rosbag\n"
         "import rayform.importers.mp4, rayform.exporters\n"
         "from rayform.importers._registry import _REGISTRY\n"
         "print(sorted(i.name for i in _REGISTRY))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rrd']"
+    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rosbag', 'rrd']"
 
 
 @pytest.mark.parametrize(("filename", "head", "importer", "blocked", "extra"), [
     ("run.mcap", b"\x89MCAP0\r\n", "mcap", "mcap.reader", "mcap"),
     ("rec.rrd", b"RRF2", "rrd", "rerun.chunk", "rerun"),
     ("clip.mp4", b"\x00\x00\x00\x18ftypisom", "mp4", "av", "video"),
+    ("run.bag", b"#ROSBAG V2.0\n", "rosbag", "rosbags.highlevel", "rosbag"),
+    ("run.db3", b"SQLite format 3\x00", "rosbag", "rosbags.highlevel", "rosbag"),
 ])
 def test_missing_package_is_named_only_when_used(tmp_path: Path, catalog: Catalog,
                                                  monkeypatch: pytest.MonkeyPatch, filename: str,

@@ -186,9 +186,9 @@ def test_rosbag2_bags_with_raw_and_unparseable_channels(realdata: Path, catalog:
                      realdata / BAGS / "bag_with_topics_and_service_events"])
     text = " | ".join(str(w.message) for w in caught)
     for topic in ("/test_service1/_service_event", "/test_service2/_service_event"):
-        assert f"channel '{topic}' (test_msgs/srv/BasicTypes_Event): its schema cannot be " \
+        assert f"topic '{topic}' (test_msgs/srv/BasicTypes_Event): its schema cannot be " \
                "parsed" in text
-    assert "channel '/rosout' (rcl_interfaces/msg/Log) has no typed mapping" in text
+    assert "topic '/rosout' (rcl_interfaces/msg/Log) has no typed mapping" in text
     talker = ds.open_segment("talker")
     texts = talker.column("/topic:TextDocument:text", "log_time").values.to_pylist()
     assert texts == [[f"Hello, world! {i}"] for i in range(10)]

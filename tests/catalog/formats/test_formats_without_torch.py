@@ -12,6 +12,7 @@ import pytest
 from format_sources import synthetic_frames, write_lerobot_v21, write_lerobot_v30
 from mcap_sources import write_ros2_mcap
 from recording_factories import RobotEpisode, write_robot_episode
+from rosbag_sources import write_ros1_bag, write_rosbag2
 from rrd_sources import write_rrd
 
 from rayform.media import write_video_mp4
@@ -45,6 +46,7 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     pytest.importorskip("rerun")
     pytest.importorskip("mcap_ros2")
     pytest.importorskip("av")
+    pytest.importorskip("rosbags")
     src = tmp_path / "src"
     src.mkdir()
     write_lerobot_v21(src / "lerobot21", lengths={0: 4, 1: 3}, video=True)
@@ -53,6 +55,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     write_ros2_mcap(src / "run.mcap", with_bad_schema=False)
     write_video_mp4(src / "clip.mp4", synthetic_frames(6), codec="h264", gop=3, fps=10)
     write_robot_episode(src / "ep.rfr", RobotEpisode(recording_id="ep", num_frames=6))
+    write_ros1_bag(src / "run.bag")
+    write_rosbag2(src / "db3_bag", storage="sqlite3")
     sources = {
         "native": str(src / "ep.rfr"),
         "rrd": str(src / "rec.rrd"),
@@ -60,6 +64,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
         "lerobot21": str(src / "lerobot21"),
         "lerobot30": str(src / "lerobot30"),
         "mp4": str(src / "clip.mp4"),
+        "rosbag1": str(src / "run.bag"),
+        "rosbag2_sqlite3": str(src / "db3_bag"),
     }
     proc = subprocess.run(
         [sys.executable, "-c", _REGISTER_WITHOUT_TORCH, json.dumps(sources),
@@ -69,7 +75,7 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["counts"] == {"native": 1, "rrd": 1, "mcap": 1, "lerobot21": 2,
-                                "lerobot30": 2, "mp4": 1}
+                                "lerobot30": 2, "mp4": 1, "rosbag1": 1, "rosbag2_sqlite3": 1}
     assert result["torch_modules"] == []
     assert (tmp_path / "out-lerobot" / "meta" / "info.json").is_file()
     assert (tmp_path / "out.rrd").stat().st_size > 0

@@ -1,4 +1,4 @@
-"""Typed mappings of common ROS 2 messages to rayform columns (one row per message).
+"""Typed mappings of common ROS messages (ROS 2 names; ROS 1 types map the same) to rayform columns.
 
 Each mapping takes the decoded messages of one topic and returns the components of the topic's
 entity (and of child entities, for JointState), plus the header stamps when the type has a header.
@@ -72,7 +72,11 @@ def _rows(values: pa.Array) -> pa.Array:
 
 def vectors(rows: Sequence[Sequence[float]] | Sequence[npt.NDArray[Any]] | npt.NDArray[Any],
             dtype: type[np.generic] = np.float64) -> pa.Array:
-    """Rows of numbers (ragged allowed) as ``List<dtype>``."""
+    """Rows of numbers (lists or arrays, ragged allowed) as ``List<dtype>``."""
+    if not isinstance(rows, np.ndarray) and len(rows):
+        lengths = np.fromiter((len(r) for r in rows), dtype=np.int64, count=len(rows))
+        if lengths[0] and (lengths == lengths[0]).all():
+            rows = np.asarray(rows, dtype=dtype).reshape(len(rows), int(lengths[0]))
     if isinstance(rows, np.ndarray) and rows.ndim == 2:
         n, d = rows.shape
         flat = pa.array(np.ascontiguousarray(rows, dtype=dtype).reshape(-1))
@@ -193,8 +197,8 @@ def _joint_state(msgs: Sequence[Any]) -> Mapped:
     mapped = Mapped(components={"JointState:name": vectors_of_strings(names)})
     static_names = pa.array([names[0]], pa.list_(pa.string()))
     for part in ("position", "velocity", "effort"):
-        rows = [list(getattr(m, part)) for m in msgs]
-        if not any(rows):
+        rows = [getattr(m, part) for m in msgs]
+        if not any(len(r) for r in rows):
             continue
         static = {SERIES_NAMES: static_names} if all(len(r) == len(names[0]) for r in rows) else {}
         mapped.children["/" + part] = ({SCALARS: vectors(rows)}, static)
@@ -208,13 +212,13 @@ def vectors_of_strings(rows: Sequence[Sequence[str]]) -> pa.Array:
 def _imu(msgs: Sequence[Any]) -> Mapped:
     mapped = Mapped(components={
         "Imu:orientation": vectors(np.array([_xyzw(m.orientation) for m in msgs])),
-        "Imu:orientation_covariance": vectors([list(m.orientation_covariance) for m in msgs]),
+        "Imu:orientation_covariance": vectors([m.orientation_covariance for m in msgs]),
         "Imu:angular_velocity": vectors(np.array([_xyz(m.angular_velocity) for m in msgs])),
         "Imu:angular_velocity_covariance": vectors(
-            [list(m.angular_velocity_covariance) for m in msgs]),
+            [m.angular_velocity_covariance for m in msgs]),
         "Imu:linear_acceleration": vectors(np.array([_xyz(m.linear_acceleration) for m in msgs])),
         "Imu:linear_acceleration_covariance": vectors(
-            [list(m.linear_acceleration_covariance) for m in msgs]),
+            [m.linear_acceleration_covariance for m in msgs]),
     })
     return _with_header(mapped, msgs)
 
@@ -224,10 +228,10 @@ def _camera_info(msgs: Sequence[Any]) -> Mapped:
         "CameraInfo:width": _rows(pa.array([int(m.width) for m in msgs], pa.uint32())),
         "CameraInfo:height": _rows(pa.array([int(m.height) for m in msgs], pa.uint32())),
         "CameraInfo:distortion_model": strings([str(m.distortion_model) for m in msgs]),
-        "CameraInfo:d": vectors([list(m.d) for m in msgs]),
-        "CameraInfo:k": vectors([list(m.k) for m in msgs]),
-        "CameraInfo:r": vectors([list(m.r) for m in msgs]),
-        "CameraInfo:p": vectors([list(m.p) for m in msgs]),
+        "CameraInfo:d": vectors([m.d for m in msgs]),
+        "CameraInfo:k": vectors([m.k for m in msgs]),
+        "CameraInfo:r": vectors([m.r for m in msgs]),
+        "CameraInfo:p": vectors([m.p for m in msgs]),
     })
     return _with_header(mapped, msgs)
 
@@ -237,11 +241,11 @@ def _odometry(msgs: Sequence[Any]) -> Mapped:
     mapped = Mapped(components={
         "Odometry:position": vectors(np.array([_xyz(m.pose.pose.position) for m in msgs])),
         "Odometry:orientation": vectors(np.array([_xyzw(m.pose.pose.orientation) for m in msgs])),
-        "Odometry:pose_covariance": vectors([list(m.pose.covariance) for m in msgs]),
+        "Odometry:pose_covariance": vectors([m.pose.covariance for m in msgs]),
         "Odometry:linear_velocity": vectors(np.array([_xyz(m.twist.twist.linear) for m in msgs])),
         "Odometry:angular_velocity": vectors(np.array([_xyz(m.twist.twist.angular)
                                                        for m in msgs])),
-        "Odometry:twist_covariance": vectors([list(m.twist.covariance) for m in msgs]),
+        "Odometry:twist_covariance": vectors([m.twist.covariance for m in msgs]),
         "Odometry:child_frame_id": strings([str(m.child_frame_id) for m in msgs]),
     })
     return _with_header(mapped, msgs)
@@ -292,7 +296,7 @@ def _pose(msgs: Sequence[Any]) -> Mapped:
 
 def _pose_with_covariance(msgs: Sequence[Any]) -> Mapped:
     mapped = _pose([m.pose for m in msgs])
-    mapped.components["Pose:covariance"] = vectors([list(m.covariance) for m in msgs])
+    mapped.components["Pose:covariance"] = vectors([m.covariance for m in msgs])
     return mapped
 
 
@@ -320,7 +324,7 @@ def _pair(archetype: str, first: str, second: str) -> Mapping:
 
 def _twist_with_covariance(msgs: Sequence[Any]) -> Mapped:
     mapped = _pair("Twist", "linear", "angular")([m.twist for m in msgs])
-    mapped.components["Twist:covariance"] = vectors([list(m.covariance) for m in msgs])
+    mapped.components["Twist:covariance"] = vectors([m.covariance for m in msgs])
     return mapped
 
 

@@ -1,0 +1,142 @@
+"""The recording's Arrow IPC file: each record batch stored zstd-compressed or as-is, its own choice.
+
+Arrow IPC records the buffer compression in every record batch message, so one file may hold
+compressed and uncompressed batches and any Arrow reader reads both. pyarrow's file writer applies
+one compression to all batches, so the file is laid out here from pyarrow's own parts, in order:
+
+1. the file magic, the schema message and the footer, taken from a file pyarrow writes with the
+   same schema and one empty batch per real batch (the footer is a flatbuffer whose
+   ``recordBatches`` vector of fixed-size ``Block`` structs is the only part that changes);
+2. each batch message as pyarrow's stream writer encodes it, with zstd or without compression;
+3. the footer with each ``Block`` (offset, metadata length, body length) set to where the batch
+   was written.
+
+A recording's batch is one entity's rows. Batches holding encoded media (JPEG blobs, video
+packets) are stored as-is: compressing them gains nothing and costs CPU on every read, and an
+uncompressed batch is read in place from the memory-mapped file. Every other batch is compressed
+with zstd (smaller than lz4 on robot data by about a third, see docs/catalog.md) unless that
+saves less than a tenth of its bytes.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO, Final
+
+import pyarrow as pa
+
+from rayform.recording._columns import ENCODED_IMAGE_BLOB, VIDEO_SAMPLE
+
+COMPRESSION: Final = "zstd"
+# Components whose values are already encoded (compressed) media: their batches stay as-is.
+ENCODED_MEDIA_COMPONENTS: Final = frozenset({ENCODED_IMAGE_BLOB, VIDEO_SAMPLE})
+_MIN_SAVINGS: Final = 0.1
+_MAGIC: Final = b"ARROW1\x00\x00"
+_TRAILER_MAGIC: Final = b"ARROW1"
+_END_OF_STREAM: Final = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+_BLOCK: Final = struct.Struct("<qi4xq")  # Block: offset, metaDataLength, (padding), bodyLength
+_FOOTER_RECORD_BATCHES: Final = 3  # field index of Footer.recordBatches in File.fbs
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedBatch:
+    """One record batch as the IPC message stored in the file."""
+
+    message: pa.Message
+    is_compressed: bool
+
+    def serialized(self) -> pa.Buffer:
+        return self.message.serialize()
+
+
+def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
+    """True when the batch holds values of an encoded-media component (non-null rows)."""
+    for name in components:
+        if name.split(":", 1)[-1] in ENCODED_MEDIA_COMPONENTS \
+                and batch.column(name).null_count < batch.num_rows:
+            return True
+    return False
+
+
+def encode_batch(batch: pa.RecordBatch, *, compress: bool) -> EncodedBatch:
+    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is."""
+    if compress:
+        message = _message(batch, pa.ipc.IpcWriteOptions(compression=COMPRESSION))
+        if message.body.size <= (1 - _MIN_SAVINGS) * batch.nbytes:
+            return EncodedBatch(message, is_compressed=True)
+    return EncodedBatch(_message(batch, pa.ipc.IpcWriteOptions()), is_compressed=False)
+
+
+def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Message:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema, options=options) as writer:
+        writer.write_batch(batch)
+    reader = pa.ipc.MessageReader.open_stream(sink.getvalue())
+    reader.read_next_message()  # the schema
+    return reader.read_next_message()
+
+
+def write_ipc_file(sink: BinaryIO, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+    """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
+    template = _template(schema, len(batches))
+    trailer = len(_TRAILER_MAGIC) + 4
+    (footer_size,) = struct.unpack_from("<i", template, len(template) - trailer)
+    footer = bytearray(template[len(template) - trailer - footer_size: len(template) - trailer])
+    vector_at = _record_batch_vector(footer, count=len(batches))
+    first_batch = _BLOCK.unpack_from(footer, vector_at)[0] if batches else None
+    head = template[: first_batch if first_batch is not None
+                    else len(template) - trailer - footer_size - len(_END_OF_STREAM)]
+    sink.write(head)
+    offset = len(head)
+    for i, batch in enumerate(batches):
+        data = batch.serialized()
+        body = batch.message.body.size
+        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, offset, data.size - body, body)
+        sink.write(data)
+        offset += data.size
+    sink.write(_END_OF_STREAM)
+    sink.write(bytes(footer))
+    sink.write(struct.pack("<i", len(footer)))
+    sink.write(_TRAILER_MAGIC)
+
+
+def _template(schema: pa.Schema, count: int) -> bytes:
+    """A file pyarrow writes for ``schema`` with ``count`` empty batches (its head and footer)."""
+    empty = pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, schema) as writer:
+        for _ in range(count):
+            writer.write_batch(empty)
+    data: bytes = sink.getvalue().to_pybytes()
+    if not data.startswith(_MAGIC):
+        raise RuntimeError("pyarrow wrote an Arrow file without the file magic")
+    return data
+
+
+def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
+    """Where the ``Block`` structs of ``Footer.recordBatches`` start in the footer flatbuffer."""
+    (table,) = struct.unpack_from("<I", footer, 0)
+    (vtable_back,) = struct.unpack_from("<i", footer, table)
+    vtable = table - vtable_back
+    (vtable_size,) = struct.unpack_from("<H", footer, vtable)
+    slot = 4 + 2 * _FOOTER_RECORD_BATCHES
+    field = struct.unpack_from("<H", footer, vtable + slot)[0] if slot < vtable_size else 0
+    if field == 0:
+        if count:
+            raise RuntimeError("pyarrow's Arrow footer has no record batch blocks")
+        return 0
+    at = table + field
+    vector = at + struct.unpack_from("<I", footer, at)[0]
+    (length,) = struct.unpack_from("<I", footer, vector)
+    if length != count:
+        raise RuntimeError(f"pyarrow's Arrow footer lists {length} batches, expected {count}")
+    return int(vector) + 4
+
+
+def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+    """Write the IPC file at ``path`` (the caller makes it atomic)."""
+    with path.open("wb") as sink:
+        write_ipc_file(sink, schema, batches)

@@ -1,0 +1,120 @@
+"""Recording format version 3: numeric batches are zstd-compressed, encoded media stays as-is
+(read in place from the memory-mapped file), and version 2 files (all uncompressed) still read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+from recording_factories import RecordingFactory
+
+from rayform.catalog import DatasetEntry
+from rayform.recording._checksum import content_digest, stored_messages
+from rayform.recording._file import HEADER_KEY, RecordingHeader, open_recording
+
+JOINTS = "/joints/position:Scalars:scalars"
+BLOBS = "/cam0/rgb:EncodedImage:blob"
+PACKETS = "/cam1:VideoStream:sample"
+
+
+def _stored_bodies(path: Path) -> list[pa.Buffer]:
+    with pa.memory_map(str(path), "r") as mm:
+        return [pa.py_buffer(body.to_pybytes()) for _, body in stored_messages(mm.read_buffer())]
+
+
+def _entity_of_batch(header: RecordingHeader) -> list[str]:
+    blocks = [*header.entities.items(), *header.static_entities.items()]
+    return [entity for entity, _ in sorted(blocks, key=lambda item: item[1].start)]
+
+
+def test_numeric_batches_are_compressed_and_media_batches_are_not(
+        recording_factory: RecordingFactory) -> None:
+    path = recording_factory("ep", num_frames=300)
+    header, table = open_recording(path)
+    bodies = _stored_bodies(path)
+    plain = [pa.ipc.read_message(batch.serialize()).body for batch in table.to_batches()]
+    assert len(bodies) == len(plain) == len(_entity_of_batch(header))
+    stored_as_is = {entity for entity, body, raw in zip(_entity_of_batch(header), bodies, plain,
+                                                        strict=True) if body.equals(raw)}
+    assert {"/cam0/rgb", "/cam1"} <= stored_as_is
+    assert "/joints/position" not in stored_as_is
+    joints = _entity_of_batch(header).index("/joints/position")
+    assert bodies[joints].size < plain[joints].size / 3, "300 x 7 float64 rows compress well"
+
+
+def test_compressed_values_read_back_exactly(recording_factory: RecordingFactory) -> None:
+    path = recording_factory("ep", seed=5)
+    _, table = open_recording(path)
+    rows = table.column(JOINTS).combine_chunks().drop_null()
+    values = np.asarray(rows.flatten()).reshape(-1, 7)
+    np.testing.assert_array_equal(values[:, 0], 5000.0 + np.arange(30) * 10.0)
+
+
+def test_media_columns_view_the_memory_mapped_file(recording_factory: RecordingFactory) -> None:
+    """Media batches are not compressed, so their bytes are read in place from the page cache;
+    compressed batches are decompressed into memory (their buffers lie outside the file)."""
+    path = recording_factory("ep")
+    size = path.stat().st_size
+    with pa.memory_map(str(path), "r") as mm:
+        start = mm.read_buffer().address
+        table = pa.ipc.open_file(mm).read_all()
+
+        def in_file(column: str) -> bool:
+            chunks = [c for c in table.column(column).chunks if c.null_count < len(c)]
+            address = chunks[0].values.buffers()[2].address if column != JOINTS \
+                else chunks[0].values.buffers()[1].address
+            return start <= address < start + size
+
+        assert in_file(BLOBS) and in_file(PACKETS)
+        assert not in_file(JOINTS)
+
+
+def _as_version_2(src: Path, dest: Path) -> Path:
+    """The same recording as rayform wrote it before version 3: every batch uncompressed and the
+    checksum over those uncompressed messages."""
+    table = pa.ipc.open_file(pa.memory_map(str(src), "r")).read_all()
+    header = RecordingHeader.model_validate(json.loads(table.schema.metadata[HEADER_KEY]))
+    header = header.model_copy(update={"format_version": 2})
+    batches = table.to_batches()
+    messages = [pa.ipc.read_message(b.serialize()) for b in batches]
+    digest = content_digest(header, table.schema, ((m.metadata, m.body) for m in messages))
+    header = header.model_copy(update={"content_sha256": digest})
+    schema = table.schema.with_metadata({HEADER_KEY: header.to_bytes()})
+    with pa.OSFile(str(dest), "wb") as sink, pa.ipc.new_file(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return dest
+
+
+def test_version_2_recordings_still_register_with_the_same_values(
+        robots: DatasetEntry, tmp_path: Path, recording_factory: RecordingFactory) -> None:
+    new = recording_factory("v3", seed=4)
+    old = _as_version_2(new, tmp_path / "v2.rfr")
+    assert old.stat().st_size > new.stat().st_size
+    header, _ = open_recording(old)
+    assert header.format_version == 2
+    robots.register(old).wait()
+    stored = robots.open_segment("v3").column(JOINTS, "frame_index")
+    expected = open_recording(new)[1].column(JOINTS).combine_chunks().drop_null()
+    assert stored.values.to_pylist() == expected.to_pylist()
+
+
+def test_compress_false_stores_every_batch_as_is(tmp_path: Path) -> None:
+    from rayform import RecordingWriter
+
+    values = np.zeros((200, 7))
+    sizes = {}
+    for compress in (True, False):
+        path = tmp_path / f"{compress}.rfr"
+        with RecordingWriter(path, recording_id="ep", compress=compress) as rec:
+            rec.log_scalars("/q", timelines={"frame_index": np.arange(200)}, values=values)
+        _, table = open_recording(path)
+        plain = [pa.ipc.read_message(b.serialize()).body for b in table.to_batches()]
+        as_is = [body.equals(raw) for body, raw in zip(_stored_bodies(path), plain, strict=True)]
+        assert as_is == [not compress] * len(plain)
+        np.testing.assert_array_equal(
+            np.asarray(table.column("/q:Scalars:scalars").combine_chunks().flatten()), 0.0)
+        sizes[compress] = path.stat().st_size
+    assert sizes[True] * 4 < sizes[False]
