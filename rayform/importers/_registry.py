@@ -1,7 +1,9 @@
 """The importer registry: which importer turns a path (file or folder) into recording files.
 
 ``register`` picks the first importer whose ``sniff`` accepts the path: importers added with
-:func:`register_importer` first, then native recordings, ``.rrd``, MCAP, LeRobot and MP4.
+:func:`register_importer` first, then native recordings, ``.rrd``, MCAP, RLDS / TFDS builder
+folders, Zarr replay buffers, LeRobot and MP4. An importer with options (``RldsImporter(fps=10)``)
+is added with :func:`register_importer` and then wins over the built-in one of its format.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from rayform.importers._base import Importer, NativeImporter
 from rayform.importers.lerobot import LeRobotImporter
 from rayform.importers.mcap import McapImporter
 from rayform.importers.mp4 import Mp4Importer
+from rayform.importers.rlds import RldsImporter
 from rayform.importers.rrd import RrdImporter
+from rayform.importers.zarr import ZarrImporter
 
 # Registered importers first, then the built-in ones in this order. The built-in importers import
-# their optional packages (rerun-sdk, mcap, PyAV) only when they convert, so listing them is cheap.
-_REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), LeRobotImporter(),
-                             Mp4Importer()]
+# their optional packages (rerun-sdk, mcap, PyAV, google-crc32c, zarr) only when they convert, so
+# listing them is cheap. RLDS and Zarr folders come before LeRobot, which claims any folder.
+_REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), RldsImporter(),
+                             ZarrImporter(), LeRobotImporter(), Mp4Importer()]
 
 
 def register_importer(importer: Importer) -> None:

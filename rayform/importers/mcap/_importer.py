@@ -18,6 +18,7 @@ from rayform._optional import require
 from rayform.errors import ConversionWarning, CorruptRecordingError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
+from rayform.importers._time_grid import GRID_SOURCE, TIME_GRID_PROPERTY
 from rayform.importers.mcap._ros2_messages import Mapped, UnmappableError, mapping_for
 from rayform.importers.mcap._rosbag2 import (
     McapSource,
@@ -91,6 +92,7 @@ class McapImporter(Importer):
         segment_id = segment_id_from_name(source.name)
         out = staging / f"{segment_id}.rfr"
         decoders = ros2.DecoderFactory()
+        properties.setdefault(TIME_GRID_PROPERTY, GRID_SOURCE)  # log and header times as stamped
         with RecordingWriter(out, recording_id=segment_id, application_id="mcap") as rec:
             for name, value in properties.items():
                 rec.set_property(name, value)
