@@ -42,7 +42,9 @@ def is_replay_buffer(path: Path) -> bool:
                 return False
         with zipfile.ZipFile(path) as zf:
             names = set(zf.namelist())
-    except (OSError, zipfile.BadZipFile):
+    except zipfile.BadZipFile:  # a damaged zip named as a Zarr one: say what is wrong with it
+        return path.name.endswith(".zarr.zip")
+    except OSError:
         return False
     return any(f in names for f in _ENDS_FILES)
 
@@ -57,6 +59,12 @@ def open_replay_buffer(path: Path) -> Iterator[Any]:
     """
     zarr = require("zarr", extra="zarr", feature="Reading Zarr stores")
     store: Any = None
+    if path.is_file():
+        try:
+            zipfile.ZipFile(path).close()
+        except (zipfile.BadZipFile, OSError) as err:
+            raise CorruptRecordingError(f"{path}: not a readable Zarr store: the zip is truncated "
+                                        f"or damaged ({err})") from err
     try:
         if path.is_file():
             store = zarr.storage.ZipStore(path, mode="r")

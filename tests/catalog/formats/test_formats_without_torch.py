@@ -12,7 +12,9 @@ import pytest
 from format_sources import synthetic_frames, write_lerobot_v21, write_lerobot_v30
 from mcap_sources import write_ros2_mcap
 from recording_factories import RobotEpisode, write_robot_episode
+from rlds_sources import SyntheticEpisode, write_rlds_builder
 from rrd_sources import write_rrd
+from zarr_sources import write_replay_buffer
 
 from rayform.media import write_video_mp4
 
@@ -45,6 +47,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     pytest.importorskip("rerun")
     pytest.importorskip("mcap_ros2")
     pytest.importorskip("av")
+    pytest.importorskip("zarr")
+    pytest.importorskip("google_crc32c")
     src = tmp_path / "src"
     src.mkdir()
     write_lerobot_v21(src / "lerobot21", lengths={0: 4, 1: 3}, video=True)
@@ -53,6 +57,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     write_ros2_mcap(src / "run.mcap", with_bad_schema=False)
     write_video_mp4(src / "clip.mp4", synthetic_frames(6), codec="h264", gop=3, fps=10)
     write_robot_episode(src / "ep.rfr", RobotEpisode(recording_id="ep", num_frames=6))
+    write_rlds_builder(src / "rlds", {"train": [[SyntheticEpisode(3, 1), SyntheticEpisode(2, 2)]]})
+    write_replay_buffer(str(src / "buf.zarr"), [2, 3, 1])
     sources = {
         "native": str(src / "ep.rfr"),
         "rrd": str(src / "rec.rrd"),
@@ -60,6 +66,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
         "lerobot21": str(src / "lerobot21"),
         "lerobot30": str(src / "lerobot30"),
         "mp4": str(src / "clip.mp4"),
+        "rlds": str(src / "rlds"),
+        "zarr": str(src / "buf.zarr"),
     }
     proc = subprocess.run(
         [sys.executable, "-c", _REGISTER_WITHOUT_TORCH, json.dumps(sources),
@@ -69,7 +77,7 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["counts"] == {"native": 1, "rrd": 1, "mcap": 1, "lerobot21": 2,
-                                "lerobot30": 2, "mp4": 1}
+                                "lerobot30": 2, "mp4": 1, "rlds": 2, "zarr": 3}
     assert result["torch_modules"] == []
     assert (tmp_path / "out-lerobot" / "meta" / "info.json").is_file()
     assert (tmp_path / "out.rrd").stat().st_size > 0
