@@ -92,28 +92,28 @@ def _example_class() -> type:
 
     fdp = descriptor_pb2.FileDescriptorProto(name="bench_example.proto", package="bench",
                                              syntax="proto3")
-    F = descriptor_pb2.FieldDescriptorProto
-    for name, ftype in (("BytesList", F.TYPE_BYTES), ("FloatList", F.TYPE_FLOAT),
-                        ("Int64List", F.TYPE_INT64)):
+    fd = descriptor_pb2.FieldDescriptorProto
+    for name, ftype in (("BytesList", fd.TYPE_BYTES), ("FloatList", fd.TYPE_FLOAT),
+                        ("Int64List", fd.TYPE_INT64)):
         msg = fdp.message_type.add(name=name)
-        msg.field.add(name="value", number=1, type=ftype, label=F.LABEL_REPEATED)
+        msg.field.add(name="value", number=1, type=ftype, label=fd.LABEL_REPEATED)
     feature = fdp.message_type.add(name="Feature")
     feature.oneof_decl.add(name="kind")
     for number, (fname, tname) in enumerate((("bytes_list", "BytesList"),
                                             ("float_list", "FloatList"),
                                             ("int64_list", "Int64List")), 1):
-        feature.field.add(name=fname, number=number, type=F.TYPE_MESSAGE,
-                          label=F.LABEL_OPTIONAL, type_name=f".bench.{tname}", oneof_index=0)
+        feature.field.add(name=fname, number=number, type=fd.TYPE_MESSAGE,
+                          label=fd.LABEL_OPTIONAL, type_name=f".bench.{tname}", oneof_index=0)
     features = fdp.message_type.add(name="Features")
-    features.field.add(name="feature", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_REPEATED,
+    features.field.add(name="feature", number=1, type=fd.TYPE_MESSAGE, label=fd.LABEL_REPEATED,
                        type_name=".bench.Features.Entry")
     entry = features.nested_type.add(name="Entry")
     entry.options.map_entry = True
-    entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+    entry.field.add(name="key", number=1, type=fd.TYPE_STRING, label=fd.LABEL_OPTIONAL)
+    entry.field.add(name="value", number=2, type=fd.TYPE_MESSAGE, label=fd.LABEL_OPTIONAL,
                     type_name=".bench.Feature")
     example = fdp.message_type.add(name="Example")
-    example.field.add(name="features", number=1, type=F.TYPE_MESSAGE, label=F.LABEL_OPTIONAL,
+    example.field.add(name="features", number=1, type=fd.TYPE_MESSAGE, label=fd.LABEL_OPTIONAL,
                       type_name=".bench.Features")
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)

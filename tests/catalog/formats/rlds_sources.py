@@ -25,7 +25,7 @@ def example_classes() -> dict[str, Any]:
 
     fdp = descriptor_pb2.FileDescriptorProto(name="rayform_test_example.proto",
                                              package="rayformtest", syntax="proto3")
-    F = descriptor_pb2.FieldDescriptorProto
+    fd = descriptor_pb2.FieldDescriptorProto
 
     def message(name: str, *fields: tuple[str, int, int, int, str | None]) -> Any:
         msg = fdp.message_type.add(name=name)
@@ -35,31 +35,31 @@ def example_classes() -> dict[str, Any]:
                 f.type_name = type_name
         return msg
 
-    rep, opt = F.LABEL_REPEATED, F.LABEL_OPTIONAL
-    message("BytesList", ("value", 1, F.TYPE_BYTES, rep, None))
-    fl = message("FloatList", ("value", 1, F.TYPE_FLOAT, rep, None))
-    il = message("Int64List", ("value", 1, F.TYPE_INT64, rep, None))
+    rep, opt = fd.LABEL_REPEATED, fd.LABEL_OPTIONAL
+    message("BytesList", ("value", 1, fd.TYPE_BYTES, rep, None))
+    fl = message("FloatList", ("value", 1, fd.TYPE_FLOAT, rep, None))
+    il = message("Int64List", ("value", 1, fd.TYPE_INT64, rep, None))
     for msg in (fl, il):
         msg.field[0].options.packed = True
-    feature = message("Feature", ("bytes_list", 1, F.TYPE_MESSAGE, opt, ".rayformtest.BytesList"),
-                      ("float_list", 2, F.TYPE_MESSAGE, opt, ".rayformtest.FloatList"),
-                      ("int64_list", 3, F.TYPE_MESSAGE, opt, ".rayformtest.Int64List"))
+    feature = message("Feature", ("bytes_list", 1, fd.TYPE_MESSAGE, opt, ".rayformtest.BytesList"),
+                      ("float_list", 2, fd.TYPE_MESSAGE, opt, ".rayformtest.FloatList"),
+                      ("int64_list", 3, fd.TYPE_MESSAGE, opt, ".rayformtest.Int64List"))
     feature.oneof_decl.add(name="kind")
     for f in feature.field:
         f.oneof_index = 0
     for name, value_type in (("Features", ".rayformtest.Feature"),
                              ("FeatureLists", ".rayformtest.FeatureList")):
         msg = message(name, ("feature" if name == "Features" else "feature_list", 1,
-                             F.TYPE_MESSAGE, rep, f".rayformtest.{name}.Entry"))
+                             fd.TYPE_MESSAGE, rep, f".rayformtest.{name}.Entry"))
         entry = msg.nested_type.add(name="Entry")
         entry.options.map_entry = True
-        entry.field.add(name="key", number=1, type=F.TYPE_STRING, label=opt)
-        entry.field.add(name="value", number=2, type=F.TYPE_MESSAGE, label=opt,
+        entry.field.add(name="key", number=1, type=fd.TYPE_STRING, label=opt)
+        entry.field.add(name="value", number=2, type=fd.TYPE_MESSAGE, label=opt,
                         type_name=value_type)
-    message("FeatureList", ("feature", 1, F.TYPE_MESSAGE, rep, ".rayformtest.Feature"))
-    message("Example", ("features", 1, F.TYPE_MESSAGE, opt, ".rayformtest.Features"))
-    message("SequenceExample", ("context", 1, F.TYPE_MESSAGE, opt, ".rayformtest.Features"),
-            ("feature_lists", 2, F.TYPE_MESSAGE, opt, ".rayformtest.FeatureLists"))
+    message("FeatureList", ("feature", 1, fd.TYPE_MESSAGE, rep, ".rayformtest.Feature"))
+    message("Example", ("features", 1, fd.TYPE_MESSAGE, opt, ".rayformtest.Features"))
+    message("SequenceExample", ("context", 1, fd.TYPE_MESSAGE, opt, ".rayformtest.Features"),
+            ("feature_lists", 2, fd.TYPE_MESSAGE, opt, ".rayformtest.FeatureLists"))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(fdp)
     return {name: message_factory.GetMessageClass(pool.FindMessageTypeByName(f"rayformtest.{name}"))
