@@ -252,3 +252,22 @@ def test_not_an_rlds_folder_and_missing_crc_package(tmp_path: Path, catalog: Cat
     assert find_importer(root).name == "rlds"  # sniffing needs no optional package
     with pytest.raises(ImportError, match=r"pip install 'rayform\[rlds\]'"):
         catalog.create_dataset("x").register(root)
+
+
+def test_episodes_are_streamed_one_record_at_a_time(tmp_path: Path) -> None:
+    import tracemalloc
+
+    episodes = [SyntheticEpisode(120, i) for i in range(30)]
+    root = write_rlds_builder(tmp_path / "big", {"train": [episodes]})
+    shard_bytes = (root / "toy_dataset-train.tfrecord-00000-of-00001").stat().st_size
+    record_bytes = shard_bytes / len(episodes)
+    out = tmp_path / "out"
+    out.mkdir()
+    tracemalloc.start()
+    try:
+        written = RldsImporter().convert(root, out)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert len(written) == 30
+    assert peak < 8 * record_bytes < shard_bytes / 3  # a few records' worth, not the file

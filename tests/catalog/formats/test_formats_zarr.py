@@ -229,3 +229,31 @@ def test_truncated_zip_and_missing_zarr_package(tmp_path: Path, catalog: Catalog
     assert find_importer(path).name == "zarr"  # sniffing needs no optional package
     with pytest.raises(ImportError, match=r"pip install 'rayform\[zarr\]'"):
         catalog.create_dataset("x").register(path)
+
+
+class _CountingArray:
+    """An array that records which rows each read asked for."""
+
+    def __init__(self, values: np.ndarray, chunk: int) -> None:
+        self.values, self.chunks, self.shape = values, (chunk,), values.shape
+        self.reads: list[tuple[int, int]] = []
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        self.reads.append((key.start, key.stop))
+        return self.values[key]
+
+
+def test_row_reader_decompresses_each_chunk_once_and_keeps_little() -> None:
+    from rayform.importers.zarr._store import RowReader
+
+    values = np.arange(100)
+    array = _CountingArray(values, chunk=7)
+    reader = RowReader(array, name="x", path=Path("store.zarr"))
+    ends = np.cumsum([3, 11, 1, 20, 6, 30, 29])
+    start = 0
+    for end in ends:
+        np.testing.assert_array_equal(reader.take(start, int(end)), values[start:end])
+        assert len(reader._buffer) <= (end - start) + 2 * 7  # type: ignore[arg-type]
+        start = int(end)
+    covered = [r for lo, hi in array.reads for r in range(lo, hi)]
+    assert covered == list(range(100))  # every row read once, in order
