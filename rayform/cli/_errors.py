@@ -21,6 +21,9 @@ EXTRA_OF_MODULE = {
     "ray": "ray",
     "torch": "torch",
     "matplotlib": "plot",
+    "google_crc32c": "rlds",
+    "zarr": "zarr",
+    "numcodecs": "zarr",
 }
 
 

@@ -56,6 +56,7 @@ def cmd_register(args: argparse.Namespace) -> int:
     from rayform.errors import EntryNotFoundError
 
     cat = Catalog.open(catalog_url(args))
+    _use_rate(args)
     paths, layers, policy = registration_request(args.paths, args.layer, args.on_duplicate,
                                                   caller="register")
     exists = args.dataset in cat.dataset_names()
@@ -91,12 +92,34 @@ def cmd_register(args: argparse.Namespace) -> int:
     return 0
 
 
+def _use_rate(args: argparse.Namespace) -> None:
+    """``--fps``: the step rate of sources that declare none (RLDS builders, Zarr replay
+    buffers), by registering their importers with it for this command."""
+    if args.fps is None:
+        return
+    from rayform.cli._errors import UsageError
+    from rayform.importers import register_importer
+    from rayform.importers.rlds import RldsImporter
+    from rayform.importers.zarr import ZarrImporter
+
+    if args.ray is not None:
+        raise UsageError("register --fps runs locally only; drop --ray, or register with "
+                         "RldsImporter(fps=…) / ZarrImporter(fps=…) on the Ray workers")
+    try:
+        register_importer(RldsImporter(fps=args.fps))
+        register_importer(ZarrImporter(fps=args.fps))
+    except ValueError as err:
+        raise UsageError(f"--fps {args.fps!r}: {err}") from err
+
+
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(sub, "register", summary="register recordings (files or folders) as segments",
                     example="rayform register robots ep0.rfr ep1.rfr --create",
                     details="Accepts rayform recordings (.rfr), Rerun .rrd (rayform[rerun]), ROS 2 "
                             "MCAP files and rosbag2 folders (rayform[mcap]), LeRobot folders and "
-                            "MP4 files (rayform[video]). Either every segment lands or none does.")
+                            "MP4 files (rayform[video]), RLDS / TFDS builder folders "
+                            "(rayform[rlds]) and Zarr replay buffers (rayform[zarr]). Either "
+                            "every segment lands or none does.")
     p.add_argument("dataset", help="the dataset to register into")
     p.add_argument("paths", nargs="+", metavar="URI",
                    help="recording files or folders, file:// URIs, or s3:// / https:// files")
@@ -106,5 +129,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "replace it")
     p.add_argument("--create", action="store_true",
                    help="create the dataset if missing (only once every source has converted)")
+    p.add_argument("--fps", type=float, default=None,
+                   help="the step rate of RLDS and Zarr sources, which store no timestamps: "
+                        "adds a 'timestamp' timeline on the exact grid (default: frame_index "
+                        "only)")
     add_ray_option(p)
     p.set_defaults(func=cmd_register)

@@ -342,7 +342,7 @@ class RecordingWriter:
                      for t, comps in self._blocks[entity]]
             table = pa.concat_tables(parts, promote_options="permissive")
             first = next(iter(self._blocks[entity][0][0]))
-            if table.num_rows > 1:
+            if table.num_rows > 1 and not _ascending(table.column(first)):
                 order = pa.compute.sort_indices(table, sort_keys=[(first, "ascending")])
                 table = table.take(order)
             entity_tables.append((entity, False, table))
@@ -371,7 +371,9 @@ class RecordingWriter:
             arrays = []
             for field in schema:
                 if field.name in table.column_names:
-                    arrays.append(widen(table.column(field.name).combine_chunks(), field.type))
+                    column = table.column(field.name)
+                    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+                    arrays.append(widen(array, field.type))
                 else:
                     arrays.append(pa.nulls(table.num_rows, type=field.type))
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -436,6 +438,12 @@ class RecordingWriter:
 # Digests of asset files already hashed in this process, keyed by the file's identity: a LeRobot
 # v3.0 video holding many episodes is attached to each episode's recording and hashed once.
 _DIGESTS: dict[tuple[str, int, int, int], str] = {}
+
+
+def _ascending(column: pa.ChunkedArray) -> bool:
+    """Whether a timeline column is already in order (sorting it would copy every row's data)."""
+    values = column.combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
+    return bool(np.all(values[1:] >= values[:-1]))
 
 
 def _file_digest(src: Path) -> str:

@@ -13,6 +13,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rayform.errors import ConversionWarning, CorruptRecordingError, FormatError
+from rayform.importers._time_grid import (
+    GRID_SNAPPED,
+    GRID_SOURCE,
+    TIME_GRID_ERROR_PROPERTY,
+    TIME_GRID_PROPERTY,
+    grid_error_s,
+    grid_ns,
+)
 from rayform.importers.lerobot._layout import (
     BOOKKEEPING_FEATURES,
     FRAME_INDEX,
@@ -36,6 +44,12 @@ from rayform.recording._writer import RecordingWriter, TimelineLike
 
 ProbeFn = Callable[[Path], VideoProbe]
 
+TIMESTAMP_TOLERANCE_S = 1e-4
+"""LeRobot's own tolerance between a frame's ``timestamp`` and ``frame_index / fps``
+(``LeRobotDataset(tolerance_s=1e-4)``): within it, the time timeline is put on the exact grid."""
+RAW_TIMESTAMP_ENTITY = "/" + TIMESTAMP
+"""Where the source's float32 ``timestamp`` values are kept when the timeline is snapped."""
+
 
 def write_episode(out: Path, *, info: DatasetInfo, episode: EpisodeInfo, table: pa.Table,
                   tasks: dict[int, str], probe: ProbeFn) -> Path:
@@ -49,9 +63,16 @@ def write_episode(out: Path, *, info: DatasetInfo, episode: EpisodeInfo, table: 
     """
     segment_id = segment_id_for_episode(episode.index)
     table = _sorted_rows(table, info, episode)
-    timelines = _timelines(table, info)
+    timelines, grid_error = _timelines(table, info)
     with RecordingWriter(out, recording_id=segment_id, application_id="lerobot") as rec:
         _set_properties(rec, info, episode, table, tasks)
+        if grid_error is None:
+            rec.set_property(TIME_GRID_PROPERTY, GRID_SOURCE)
+        else:
+            rec.set_property(TIME_GRID_PROPERTY, GRID_SNAPPED)
+            rec.set_property(TIME_GRID_ERROR_PROPERTY, grid_error)
+            rec.log_columns(RAW_TIMESTAMP_ENTITY, timelines=timelines, components={
+                SCALARS: numeric_rows(table.column(TIMESTAMP).combine_chunks(), TIMESTAMP)})
         if TASK_INDEX in table.column_names and tasks:
             ids = table.column(TASK_INDEX).to_numpy(zero_copy_only=False)
             rec.log_columns(TASK_ENTITY, timelines=timelines, components={
@@ -89,11 +110,17 @@ def seconds_to_ns(seconds: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return np.rint(np.asarray(seconds, dtype=np.float64) * 1e9).astype(np.int64)
 
 
-def _timelines(table: pa.Table, info: DatasetInfo) -> dict[str, TimelineLike]:
+def _timelines(table: pa.Table, info: DatasetInfo) -> tuple[dict[str, TimelineLike], float | None]:
+    """The episode's timelines, and how far its timestamps were from the grid when they were
+    put on it (``None``: they were kept as they are)."""
     frames = table.column(FRAME_INDEX).to_numpy(zero_copy_only=False).astype(np.int64)
     seconds = table.column(TIMESTAMP).to_numpy(zero_copy_only=False)
+    error = grid_error_s(seconds, frames, info.fps)
+    if error <= TIMESTAMP_TOLERANCE_S:
+        return {FRAME_INDEX: frames,
+                TIMESTAMP: grid_ns(frames, info.fps).astype("timedelta64[ns]")}, error
     return {FRAME_INDEX: frames,
-            TIMESTAMP: seconds_to_ns(seconds).astype("timedelta64[ns]")}
+            TIMESTAMP: seconds_to_ns(seconds).astype("timedelta64[ns]")}, None
 
 
 def _set_properties(rec: RecordingWriter, info: DatasetInfo, episode: EpisodeInfo,

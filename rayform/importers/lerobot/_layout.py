@@ -11,7 +11,11 @@ A feature ``key`` (``"observation.state"``) becomes the entity ``"/" + key``
 * the episode's task text per frame: ``/task:TextDocument:text``.
 
 Timelines: ``frame_index`` (sequence) and ``timestamp`` (a *duration* timeline: LeRobot's
-timestamps are seconds since the episode start, stored in nanoseconds).
+timestamps are seconds since the episode start, stored in nanoseconds). When every timestamp of an
+episode is within LeRobot's tolerance (1e-4 s) of ``frame_index / fps``, the ``timestamp``
+timeline is the exact grid ``frame_index * round(1e9 / fps)`` ns and the raw float32 values are
+kept as ``/timestamp:Scalars:scalars``; the segment property ``time_grid`` says which was done
+(:mod:`rayform.importers._time_grid`).
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from rayform._optional import require
 from rayform.errors import ConversionWarning, CorruptRecordingError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
+from rayform.importers._time_grid import GRID_SOURCE, TIME_GRID_PROPERTY
 from rayform.importers.mcap._rosbag2 import McapSource, is_mcap_file, resolve_source
 from rayform.importers.ros._bag_folder import folder_storage, is_rosbag2_folder
 from rayform.importers.ros._topics import Decoder, Topic, assign_entity, write_topic
@@ -64,6 +65,7 @@ class McapImporter(Importer):
         segment_id = segment_id_from_name(source.name)
         out = staging / f"{segment_id}.rfr"
         decoders = ros2.DecoderFactory()
+        properties.setdefault(TIME_GRID_PROPERTY, GRID_SOURCE)  # log and header times as stamped
         with RecordingWriter(out, recording_id=segment_id, application_id="mcap") as rec:
             for name, value in properties.items():
                 rec.set_property(name, value)

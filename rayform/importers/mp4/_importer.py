@@ -8,6 +8,7 @@ import numpy as np
 
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
+from rayform.importers._time_grid import GRID_SOURCE, TIME_GRID_PROPERTY
 from rayform.importers.mp4._probe import probe_video
 from rayform.recording._writer import RecordingWriter
 
@@ -57,6 +58,7 @@ class Mp4Importer(Importer):
                 num_frames=probe.num_frames,
                 has_audio=probe.has_audio,
             )
+            rec.set_property(TIME_GRID_PROPERTY, GRID_SOURCE)  # the container's pts
             rec.log_video_asset(
                 VIDEO_ENTITY,
                 path,

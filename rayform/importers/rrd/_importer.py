@@ -16,6 +16,7 @@ from rayform._optional import require
 from rayform.errors import ConversionWarning, CorruptRecordingError, FormatError, InvalidNameError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
+from rayform.importers._time_grid import GRID_SOURCE, TIME_GRID_PROPERTY
 from rayform.importers.mp4._probe import probe_video
 from rayform.importers.rrd._arrow_types import (
     blobs_to_binary,
@@ -139,6 +140,7 @@ def write_recording(out: Path, *, segment_id: str, application_id: str, chunks: 
                     data.static[comp] = arr.slice(len(arr) - 1)
         elif components:
             data.blocks.append((timelines, components))
+    properties.setdefault(TIME_GRID_PROPERTY, GRID_SOURCE)  # Rerun's timelines as logged
     with RecordingWriter(out, recording_id=segment_id, application_id=application_id) as rec:
         for name, value in properties.items():
             rec.set_property(name, value)

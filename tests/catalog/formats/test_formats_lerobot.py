@@ -36,9 +36,11 @@ def test_v21_episodes_become_segments_with_features_tasks_and_timelines(
         assert state.values.type.value_type == "float"  # float32 kept
         reward = seg.column("/next.reward:Scalars:scalars", "frame_index")
         np.testing.assert_array_equal(np.concatenate(reward.values.to_pylist()), ep.reward)
-        ts = seg.column(STATE, "timestamp").index
+        ts = seg.column(STATE, "timestamp").index  # float32 seconds put on the exact grid
+        np.testing.assert_array_equal(ts, np.arange(len(ep.state)) * round(1e9 / truth.fps))
+        raw = seg.column("/timestamp:Scalars:scalars", "frame_index").values.to_pylist()
         seconds = (np.arange(len(ep.state)) / truth.fps).astype(np.float32)  # as stored
-        np.testing.assert_array_equal(ts, np.rint(seconds.astype(np.float64) * 1e9))
+        np.testing.assert_array_equal(np.concatenate(raw), seconds)
         names = seg.column("/observation.state:SeriesLines:names", "frame_index")
         assert names.is_static and names.values[0].as_py() == ["j0", "j1", "j2"]
         assert seg.column("/action:SeriesLines:names", "frame_index").values[0].as_py() == \

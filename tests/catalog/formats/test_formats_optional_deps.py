@@ -16,17 +16,18 @@ from rayform.importers import find_importer
 def test_format_modules_import_without_optional_packages_or_torch() -> None:
     code = (
         "import sys\n"
-        "for name in ('rerun', 'mcap', 'mcap_ros2', 'rosbags', 'av', 'yaml', 'PIL', 'torch'):\n"
+        "for name in ('rerun', 'mcap', 'mcap_ros2', 'rosbags', 'av', 'yaml', 'PIL', 'torch', 'zarr',\n"
+        "             'numcodecs', 'google_crc32c'):\n"
         "    sys.modules[name] = None\n"
         "import rayform.importers.rrd, rayform.importers.mcap, rayform.importers.lerobot\n"
-        "import rayform.importers.rosbag\n"
+        "import rayform.importers.rlds, rayform.importers.zarr, rayform.importers.rosbag\n"
         "import rayform.importers.mp4, rayform.exporters\n"
         "from rayform.importers._registry import _REGISTRY\n"
         "print(sorted(i.name for i in _REGISTRY))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rosbag', 'rrd']"
+    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rlds', 'rosbag', 'rrd', 'zarr']"
 
 
 @pytest.mark.parametrize(("filename", "head", "importer", "blocked", "extra"), [

@@ -13,7 +13,9 @@ from format_sources import synthetic_frames, write_lerobot_v21, write_lerobot_v3
 from mcap_sources import write_ros2_mcap
 from recording_factories import RobotEpisode, write_robot_episode
 from rosbag_sources import write_ros1_bag, write_rosbag2
+from rlds_sources import SyntheticEpisode, write_rlds_builder
 from rrd_sources import write_rrd
+from zarr_sources import write_replay_buffer
 
 from rayform.media import write_video_mp4
 
@@ -47,6 +49,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     pytest.importorskip("mcap_ros2")
     pytest.importorskip("av")
     pytest.importorskip("rosbags")
+    pytest.importorskip("zarr")
+    pytest.importorskip("google_crc32c")
     src = tmp_path / "src"
     src.mkdir()
     write_lerobot_v21(src / "lerobot21", lengths={0: 4, 1: 3}, video=True)
@@ -57,6 +61,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     write_robot_episode(src / "ep.rfr", RobotEpisode(recording_id="ep", num_frames=6))
     write_ros1_bag(src / "run.bag")
     write_rosbag2(src / "db3_bag", storage="sqlite3")
+    write_rlds_builder(src / "rlds", {"train": [[SyntheticEpisode(3, 1), SyntheticEpisode(2, 2)]]})
+    write_replay_buffer(str(src / "buf.zarr"), [2, 3, 1])
     sources = {
         "native": str(src / "ep.rfr"),
         "rrd": str(src / "rec.rrd"),
@@ -66,6 +72,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
         "mp4": str(src / "clip.mp4"),
         "rosbag1": str(src / "run.bag"),
         "rosbag2_sqlite3": str(src / "db3_bag"),
+        "rlds": str(src / "rlds"),
+        "zarr": str(src / "buf.zarr"),
     }
     proc = subprocess.run(
         [sys.executable, "-c", _REGISTER_WITHOUT_TORCH, json.dumps(sources),
@@ -75,7 +83,8 @@ def test_every_format_registers_with_torch_blocked(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert result["counts"] == {"native": 1, "rrd": 1, "mcap": 1, "lerobot21": 2,
-                                "lerobot30": 2, "mp4": 1, "rosbag1": 1, "rosbag2_sqlite3": 1}
+                                "lerobot30": 2, "mp4": 1, "rosbag1": 1, "rosbag2_sqlite3": 1,
+                                "rlds": 2, "zarr": 3}
     assert result["torch_modules"] == []
     assert (tmp_path / "out-lerobot" / "meta" / "info.json").is_file()
     assert (tmp_path / "out.rrd").stat().st_size > 0

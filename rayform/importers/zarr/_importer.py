@@ -1,0 +1,208 @@
+"""Register a Zarr replay buffer (Diffusion Policy, UMI): one segment per episode."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from rayform.errors import ConfigError, FormatError
+from rayform.importers._base import Importer
+from rayform.importers._time_grid import (
+    GRID_FROM_RATE,
+    GRID_NONE,
+    GRID_SOURCE,
+    TIME_GRID_PROPERTY,
+    check_rate_hz,
+    grid_ns,
+)
+from rayform.importers.mcap._ros2_messages import IMAGE_FORMAT_TYPE
+from rayform.importers.zarr._store import (
+    RowReader,
+    data_arrays,
+    episode_ends,
+    is_replay_buffer,
+    open_replay_buffer,
+)
+from rayform.recording._columns import SCALARS
+from rayform.recording._file import PropertyValue
+from rayform.recording._writer import RecordingWriter, TimelineLike
+
+FRAME_INDEX: Final = "frame_index"
+TIMESTAMP: Final = "timestamp"
+IMAGE_FORMAT: Final = "Image:format"
+_TIMESTAMP_ARRAY: Final = "timestamp"
+_EPOCH_S: Final = 1e8  # seconds: timestamps above this are wall-clock (epoch) times
+# Rerun's ColorModel and ChannelDatatype codes (the Image archetype's format struct).
+_COLOR_MODELS: Final = {1: 1, 3: 2, 4: 3}
+_CHANNEL_TYPES: Final = {"uint8": 6, "int8": 7, "uint16": 8, "int16": 9, "uint32": 10,
+                         "int32": 11, "uint64": 12, "int64": 13, "float16": 33, "float32": 34,
+                         "float64": 35}
+
+
+class ZarrImporter(Importer):
+    """Reads Zarr replay buffers (v2 and v3 stores; a folder or a ``.zip``).
+
+    Each episode (the rows between two ``meta/episode_ends``) becomes the segment
+    ``episode_<n:06d>``; each array ``data/<name>`` becomes the entity ``/<name>`` with one row
+    per step, its values flattened into ``Scalars:scalars`` at the stored dtype. Arrays of images
+    stored as pixels (``(T, H, W, C)`` with 1, 3 or 4 channels; PushT's ``img`` is float32) also
+    get the static ``Image:format`` (width, height, colour model, channel type, as Rerun's
+    ``Image`` archetype names them); ``image_dtype`` stores them at another dtype when every
+    value converts exactly. A ``data/timestamp`` array (seconds) becomes the ``timestamp``
+    timeline; otherwise ``fps`` gives one on the exact grid ``frame_index * round(1e9 / fps)``.
+    Episodes are read one at a time, each chunk decompressed once.
+
+    Args:
+        fps: the step rate (Diffusion Policy's stores declare none; PushT runs at 10 Hz).
+        image_dtype: ``{array name: dtype}`` to store pixel arrays at, e.g. ``{"img": "uint8"}``.
+        episodes: the episode numbers to register (default: all).
+    """
+
+    name = "zarr"
+
+    def __init__(self, *, fps: float | None = None, image_dtype: Mapping[str, str] | None = None,
+                 episodes: Sequence[int] | None = None) -> None:
+        self.fps = check_rate_hz(fps, what="ZarrImporter")
+        self.image_dtype: dict[str, np.dtype[Any]] = {}
+        for key, dtype in (image_dtype or {}).items():
+            try:
+                self.image_dtype[key] = np.dtype(dtype)
+            except TypeError as err:
+                raise ConfigError(f"ZarrImporter: image_dtype[{key!r}] = {dtype!r} is not a "
+                                  "numpy dtype") from err
+            if self.image_dtype[key].name not in _CHANNEL_TYPES:
+                raise ConfigError(f"ZarrImporter: image_dtype[{key!r}] must be one of "
+                                  f"{sorted(_CHANNEL_TYPES)}, got {dtype!r}")
+        self.episodes = None if episodes is None else [int(e) for e in episodes]
+
+    def sniff(self, path: Path) -> bool:
+        return is_replay_buffer(path)
+
+    def convert(self, path: Path, staging: Path) -> list[Path]:
+        outputs: list[Path] = []
+        with open_replay_buffer(path) as group:
+            arrays = data_arrays(group, path)
+            num_rows = int(next(iter(arrays.values())).shape[0])
+            ends = episode_ends(group, path, num_rows)
+            unknown = sorted(set(self.image_dtype) - set(arrays))
+            if unknown:
+                raise ConfigError(f"{path}: image_dtype names {unknown}, which data/ does not "
+                                  f"hold; arrays: {sorted(arrays)}")
+            chosen = range(len(ends)) if self.episodes is None else self.episodes
+            bad = [e for e in chosen if not 0 <= e < len(ends)]
+            if bad:
+                raise ConfigError(f"{path}: episodes {bad[:5]} out of range; the store holds "
+                                  f"{len(ends)} episodes")
+            readers = {name: RowReader(a, name=name, path=path) for name, a in arrays.items()}
+            images = {name: _image_format(a, name) for name, a in arrays.items()}
+            meta = _episode_metadata(group, len(ends))
+            starts = np.concatenate(([0], ends[:-1]))
+            for episode in chosen:
+                segment_id = f"episode_{episode:06d}"
+                out = staging / f"{segment_id}.rfr"
+                self._write(out, segment_id, path, episode, int(starts[episode]),
+                            int(ends[episode]), readers, images, meta)
+                outputs.append(out)
+        return outputs
+
+    def _write(self, out: Path, segment_id: str, path: Path, episode: int, start: int, stop: int,
+               readers: dict[str, RowReader], images: dict[str, dict[str, int | None] | None],
+               meta: dict[str, list[PropertyValue]]) -> None:
+        frames = np.arange(stop - start, dtype=np.int64)
+        timelines: dict[str, TimelineLike] = {FRAME_INDEX: frames}
+        grid = GRID_NONE
+        if _TIMESTAMP_ARRAY in readers:
+            timelines[TIMESTAMP] = _source_times(readers[_TIMESTAMP_ARRAY].take(start, stop),
+                                                 path)
+            grid = GRID_SOURCE
+        elif self.fps is not None:
+            timelines[TIMESTAMP] = grid_ns(frames, self.fps).astype("timedelta64[ns]")
+            grid = GRID_FROM_RATE
+        with RecordingWriter(out, recording_id=segment_id, application_id="zarr") as rec:
+            rec.set_properties(episode_index=episode, length=stop - start, source_store=path.name,
+                               source_first_row=start)
+            rec.set_property(TIME_GRID_PROPERTY, grid)
+            if self.fps is not None:
+                rec.set_property("fps", self.fps)
+            for name, values in meta.items():
+                rec.set_property(name, values[episode])
+            for name, reader in readers.items():
+                rows = reader.take(start, stop)
+                fmt = images[name]
+                if fmt is not None and name in self.image_dtype:
+                    rows = _converted(rows, self.image_dtype[name], name, path)
+                    fmt = {**fmt, "channel_datatype": _CHANNEL_TYPES[rows.dtype.name]}
+                entity = "/" + name
+                rec.log_columns(entity, timelines=timelines,
+                                components={SCALARS: _flat_rows(rows)})
+                if fmt is not None:
+                    rec.log_static(entity, components={
+                        IMAGE_FORMAT: pa.array([[fmt]], pa.list_(IMAGE_FORMAT_TYPE))})
+
+
+def _image_format(array: Any, name: str) -> dict[str, int | None] | None:
+    """Rerun's ``Image:format`` for a ``(T, H, W, C)`` pixel array, else ``None``."""
+    if array.ndim != 4 or int(array.shape[-1]) not in _COLOR_MODELS:
+        return None
+    dtype = np.dtype(array.dtype)
+    if dtype.name not in _CHANNEL_TYPES:
+        return None
+    return {"width": int(array.shape[2]), "height": int(array.shape[1]), "pixel_format": None,
+            "color_model": _COLOR_MODELS[int(array.shape[-1])],
+            "channel_datatype": _CHANNEL_TYPES[dtype.name]}
+
+
+def _converted(rows: npt.NDArray[Any], dtype: np.dtype[Any], name: str, path: Path
+               ) -> npt.NDArray[Any]:
+    converted = rows.astype(dtype)
+    same = np.array_equal(converted.astype(rows.dtype), rows) if len(rows) else True
+    if not same:
+        raise FormatError(f"{path}: data/{name} does not convert exactly to {dtype.name} (it "
+                          "holds values outside its range or fractions); drop image_dtype for "
+                          f"{name!r} to keep {rows.dtype.name}")
+    return converted
+
+
+def _flat_rows(rows: npt.NDArray[Any]) -> pa.Array:
+    n = len(rows)
+    flat = np.ascontiguousarray(rows).reshape(n, -1) if rows.ndim != 1 else rows[:, None]
+    width = flat.shape[1]
+    offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
+    return pa.ListArray.from_arrays(offsets, pa.array(flat.reshape(-1)))
+
+
+def _source_times(seconds: npt.NDArray[Any], path: Path) -> npt.NDArray[Any]:
+    values = np.asarray(seconds, dtype=np.float64).reshape(len(seconds), -1)[:, 0]
+    if not np.all(np.isfinite(values)):
+        raise FormatError(f"{path}: data/timestamp holds non-finite values")
+    ns = np.rint(values * 1e9).astype(np.int64)
+    if len(values) and float(np.median(values)) > _EPOCH_S:
+        return ns.astype("datetime64[ns]")
+    return ns.astype("timedelta64[ns]")
+
+
+def _episode_metadata(group: Any, num_episodes: int) -> dict[str, list[PropertyValue]]:
+    """``meta/<name>`` arrays with one value per episode, as properties (``episode_ends`` aside)."""
+    out: dict[str, list[PropertyValue]] = {}
+    for name, array in sorted(group["meta"].arrays()):
+        if name == "episode_ends" or array.shape[:1] != (num_episodes,) or array.ndim > 2 \
+                or (array.ndim == 2 and array.shape[1] != 1):
+            continue
+        values = np.asarray(array[:]).reshape(num_episodes)
+        if values.dtype.kind in "biuf":
+            out[name] = values.tolist()
+        elif values.dtype.kind in "USO":
+            out[name] = [str(v) for v in values]
+    attrs = dict(group.attrs)
+    for key, value in attrs.items():
+        if isinstance(value, str | int | float | bool):
+            out[f"attr_{key}"] = [value] * num_episodes
+        elif value is not None:
+            out[f"attr_{key}"] = [json.dumps(value)] * num_episodes
+    return out

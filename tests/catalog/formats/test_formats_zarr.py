@@ -1,0 +1,259 @@
+"""Zarr replay buffers: episodes as segments, values equal to zarr's own read (bit-exact), v2 and
+v3 stores, folders and ``.zip``, pixel images, timelines, damaged stores."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from zarr_sources import write_replay_buffer, write_zip_buffer
+
+from rayform.catalog import Catalog
+from rayform.cli import main
+from rayform.errors import ConfigError, CorruptRecordingError, FormatError
+from rayform.importers import _registry, find_importer, register_importer
+from rayform.importers.zarr import ZarrImporter
+
+zarr = pytest.importorskip("zarr")
+PUSHT = "zarr-diffusion-policy-pusht/pusht_cchi_v7_replay.zarr"
+LENGTHS = [2, 5, 1, 4]  # with 3-row chunks: episodes start and end inside chunks
+
+
+@pytest.fixture
+def own_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Importers registered by a test are dropped after it."""
+    monkeypatch.setattr(_registry, "_REGISTRY", list(_registry._REGISTRY))
+
+
+def _values(ds: object, segment: str, column: str, timeline: str = "frame_index") -> np.ndarray:
+    seg = ds.open_segment(segment)  # type: ignore[attr-defined]
+    return np.array(seg.column(column, timeline).values.to_pylist())
+
+
+def _properties(ds: object) -> dict[str, dict[str, object]]:
+    rows = ds.segment_table_arrow().to_pylist()  # type: ignore[attr-defined]
+    return {r["rerun_segment_id"]: {k.removeprefix("property:"): v for k, v in r.items()
+                                    if k.startswith("property:")} for r in rows}
+
+
+@pytest.mark.realdata
+def test_pusht_episodes_equal_zarrs_read(realdata: Path, catalog: Catalog,
+                                         own_registry: None) -> None:
+    store = realdata / PUSHT
+    group = zarr.open_group(str(store), mode="r")
+    ends = group["meta/episode_ends"][:]
+    register_importer(ZarrImporter(fps=10, episodes=[0, 1, 205]))
+    ds = catalog.create_dataset("pusht")
+    ds.register(store)
+    assert ds.segment_ids() == ["episode_000000", "episode_000001", "episode_000205"]
+    assert ds.timelines == {"frame_index": "sequence", "timestamp": "duration"}
+    props = _properties(ds)
+    for episode in (0, 1, 205):
+        start, stop = (0 if episode == 0 else int(ends[episode - 1])), int(ends[episode])
+        segment = f"episode_{episode:06d}"
+        assert props[segment]["length"] == stop - start
+        assert props[segment]["source_first_row"] == start
+        assert props[segment]["time_grid"] == "from_rate"
+        for name in ("state", "action", "keypoint", "n_contacts", "img"):
+            source = group[f"data/{name}"][start:stop]
+            got = _values(ds, segment, f"/{name}:Scalars:scalars").astype(np.float32)
+            assert got.tobytes() == source.reshape(stop - start, -1).tobytes(), name
+        seg = ds.open_segment(segment)
+        np.testing.assert_array_equal(seg.column("/state:Scalars:scalars", "timestamp").index,
+                                      np.arange(stop - start) * 100_000_000)
+    fmt = ds.open_segment("episode_000000").column("/img:Image:format", "frame_index")
+    assert fmt.is_static
+    assert fmt.values[0].as_py() == [{"width": 96, "height": 96, "pixel_format": None,
+                                      "color_model": 2, "channel_datatype": 34}]  # RGB, F32
+    assert [props[s]["length"] for s in ds.segment_ids()] == [161, 118, 25650 - int(ends[204])]
+
+
+@pytest.mark.realdata
+def test_pusht_images_at_a_declared_dtype(realdata: Path, catalog: Catalog,
+                                          own_registry: None) -> None:
+    store = realdata / PUSHT
+    register_importer(ZarrImporter(image_dtype={"img": "uint8"}, episodes=[1]))
+    ds = catalog.create_dataset("pusht8")
+    ds.register(store)
+    source = zarr.open_group(str(store), mode="r")["data/img"][161:279]
+    schema = {f.name: str(f.type) for f in ds.schema().arrow}
+    assert schema["/img:Scalars:scalars"] == "list<item: uint8>"
+    got = _values(ds, "episode_000001", "/img:Scalars:scalars")
+    np.testing.assert_array_equal(got, source.reshape(118, -1).astype(np.uint8))
+    fmt = ds.open_segment("episode_000001").column("/img:Image:format", "frame_index")
+    assert fmt.values[0].as_py()[0]["channel_datatype"] == 6  # U8
+    assert ds.timelines == {"frame_index": "sequence"}
+    assert _properties(ds)["episode_000001"]["time_grid"] == "frame_index_only"
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("layout", ["folder", "zip"])
+def test_v2_v3_folders_and_zips_register_every_episode(tmp_path: Path, catalog: Catalog,
+                                                       zarr_format: int, layout: str) -> None:
+    path = tmp_path / ("buf.zarr" if layout == "folder" else "buf.zarr.zip")
+    if layout == "folder":
+        arrays = write_replay_buffer(str(path), LENGTHS, zarr_format=zarr_format, umi=True)
+    else:
+        arrays = write_zip_buffer(path, LENGTHS, zarr_format=zarr_format, umi=True)
+    assert find_importer(path).name == "zarr"
+    ds = catalog.create_dataset("buf")
+    ds.register(path)
+    assert ds.segment_ids() == [f"episode_{i:06d}" for i in range(len(LENGTHS))]
+    starts = np.concatenate(([0], np.cumsum(LENGTHS)[:-1]))
+    for i, (start, length) in enumerate(zip(starts, LENGTHS, strict=True)):
+        segment = f"episode_{i:06d}"
+        for name, values in arrays.items():
+            got = _values(ds, segment, f"/{name}:Scalars:scalars")
+            np.testing.assert_array_equal(got, values[start:start + length].reshape(length, -1))
+    schema = {f.name: str(f.type) for f in ds.schema().arrow}
+    assert schema["/camera0_rgb:Scalars:scalars"] == "list<item: uint8>"
+    fmt = ds.open_segment("episode_000000").column("/camera0_rgb:Image:format", "frame_index")
+    assert fmt.values[0].as_py()[0]["width"] == 8 and fmt.values[0].as_py()[0]["height"] == 6
+    assert "/robot0_eef_pos:Image:format" not in schema
+
+
+def test_timestamps_array_becomes_the_time_timeline(tmp_path: Path, catalog: Catalog) -> None:
+    arrays = write_replay_buffer(str(tmp_path / "real.zarr"), [3, 2], timestamps=True)
+    ds = catalog.create_dataset("real")
+    ds.register(tmp_path / "real.zarr")
+    assert ds.timelines == {"frame_index": "sequence", "timestamp": "timestamp"}
+    seg = ds.open_segment("episode_000001")
+    index = np.asarray(seg.column("/state:Scalars:scalars", "timestamp").index, np.int64)
+    np.testing.assert_array_equal(index, np.rint(arrays["timestamp"][3:] * 1e9).astype(np.int64))
+    assert _properties(ds)["episode_000001"]["time_grid"] == "source"
+
+
+def test_cli_fps_and_options(tmp_path: Path, catalog: Catalog, own_registry: None) -> None:
+    write_replay_buffer(str(tmp_path / "b.zarr"), LENGTHS)
+    assert main(["--catalog", catalog.url, "register", "cli", str(tmp_path / "b.zarr"),
+                 "--create", "--fps", "10"]) == 0
+    seg = catalog.get_dataset("cli").open_segment("episode_000001")
+    np.testing.assert_array_equal(seg.column("/state:Scalars:scalars", "timestamp").index,
+                                  np.arange(5) * 100_000_000)
+    with pytest.raises(ConfigError, match="image_dtype"):
+        ZarrImporter(image_dtype={"img": "complex64"})
+    register_importer(ZarrImporter(image_dtype={"nope": "uint8"}))
+    with pytest.raises(ConfigError, match=r"image_dtype names \['nope'\]"):
+        catalog.create_dataset("x").register(tmp_path / "b.zarr")
+    register_importer(ZarrImporter(episodes=[9]))
+    with pytest.raises(ConfigError, match=r"episodes \[9\] out of range"):
+        catalog.create_dataset("y").register(tmp_path / "b.zarr")
+
+
+def test_lossy_declared_dtype_is_refused(tmp_path: Path, catalog: Catalog,
+                                         own_registry: None) -> None:
+    arrays = write_replay_buffer(str(tmp_path / "b.zarr"), [3])
+    group = zarr.open_group(str(tmp_path / "b.zarr"), mode="r+")
+    group["data/img"][0, 0, 0, 0] = arrays["img"][0, 0, 0, 0] + 0.5
+    register_importer(ZarrImporter(image_dtype={"img": "uint8"}))
+    ds = catalog.create_dataset("x")
+    with pytest.raises(FormatError, match="does not convert exactly to uint8"):
+        ds.register(tmp_path / "b.zarr")
+    assert ds.segment_ids() == []
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    ("truncate_chunk", r"data/state rows 0\.\.3 cannot be read"),
+    ("delete_chunk", r"data/state has 3 of its 4 chunks"),
+    ("bad_ends", r"the last of meta/episode_ends is 11 but the data arrays have 12 rows"),
+    ("decreasing_ends", r"must be non-decreasing"),
+    ("bad_metadata", r"not a readable Zarr store"),
+])
+def test_damaged_stores_get_a_format_error_naming_the_store(tmp_path: Path, catalog: Catalog,
+                                                            damage: str, message: str) -> None:
+    path = tmp_path / "b.zarr"
+    write_replay_buffer(str(path), LENGTHS)
+    chunk = path / "data" / "state" / "0.0"
+    if damage == "truncate_chunk":
+        chunk.write_bytes(chunk.read_bytes()[:10])
+    elif damage == "delete_chunk":
+        chunk.unlink()
+    elif damage in ("bad_ends", "decreasing_ends"):
+        ends = [2, 7, 8, 11] if damage == "bad_ends" else [2, 7, 5, 12]
+        group = zarr.open_group(str(path), mode="r+")
+        group["meta/episode_ends"][:] = np.array(ends, np.int64)
+    elif damage == "bad_metadata":
+        (path / ".zgroup").write_text("{not json")
+    ds = catalog.create_dataset("x")
+    with pytest.raises(FormatError, match=message) as info:
+        ds.register(path)
+    assert str(path) in str(info.value)
+    assert ds.segment_ids() == []
+    if damage in ("truncate_chunk", "delete_chunk", "bad_metadata"):
+        assert isinstance(info.value, CorruptRecordingError)
+
+
+def test_bit_flip_in_a_checksummed_chunk_is_found(tmp_path: Path, catalog: Catalog) -> None:
+    # Zarr chunks carry no checksum unless the store adds one (v3's crc32c codec): a flipped bit
+    # in a plain chunk reads as another value in every reader. With the codec, it is refused.
+    path = tmp_path / "b.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    rng = np.random.default_rng(0)
+    root.create_group("data").create_array(
+        "state", data=rng.normal(size=(6, 4)).astype(np.float32), chunks=(3, 4),
+        compressors=[zarr.codecs.Crc32cCodec()])
+    root.create_group("meta").create_array("episode_ends", data=np.array([2, 6]))
+    chunk = path / "data" / "state" / "c" / "1" / "0"
+    data = bytearray(chunk.read_bytes())
+    data[5] ^= 0x04
+    chunk.write_bytes(bytes(data))
+    ds = catalog.create_dataset("x")
+    with pytest.raises(CorruptRecordingError, match=r"data/state rows 3\.\.6 cannot be read \(.*checksum"):
+        ds.register(path)
+    assert ds.segment_ids() == []
+
+
+def test_truncated_zip_and_missing_zarr_package(tmp_path: Path, catalog: Catalog,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "b.zarr.zip"
+    write_zip_buffer(path, LENGTHS)
+    cut = tmp_path / "cut.zarr.zip"
+    cut.write_bytes(path.read_bytes()[:-200])
+    assert find_importer(cut).name == "zarr"  # the zip's central directory is cut off
+    with pytest.raises(CorruptRecordingError, match=rf"{cut}: not a readable Zarr store"):
+        catalog.create_dataset("cut").register(cut)
+    # a zip member carries a CRC-32: a flipped bit in a chunk is found
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        member = zf.getinfo("data/state/0.0")
+    flipped = tmp_path / "flipped.zarr.zip"
+    data = bytearray(path.read_bytes())
+    data[member.header_offset + 30 + len(member.filename) + len(member.extra) + 20] ^= 0x01
+    flipped.write_bytes(bytes(data))
+    with pytest.raises(CorruptRecordingError, match=r"data/state rows 0\.\.3 cannot be read"):
+        catalog.create_dataset("flipped").register(flipped)
+    monkeypatch.setitem(sys.modules, "zarr", None)
+    assert find_importer(path).name == "zarr"  # sniffing needs no optional package
+    with pytest.raises(ImportError, match=r"pip install 'rayform\[zarr\]'"):
+        catalog.create_dataset("x").register(path)
+
+
+class _CountingArray:
+    """An array that records which rows each read asked for."""
+
+    def __init__(self, values: np.ndarray, chunk: int) -> None:
+        self.values, self.chunks, self.shape = values, (chunk,), values.shape
+        self.reads: list[tuple[int, int]] = []
+
+    def __getitem__(self, key: slice) -> np.ndarray:
+        self.reads.append((key.start, key.stop))
+        return self.values[key]
+
+
+def test_row_reader_decompresses_each_chunk_once_and_keeps_little() -> None:
+    from rayform.importers.zarr._store import RowReader
+
+    values = np.arange(100)
+    array = _CountingArray(values, chunk=7)
+    reader = RowReader(array, name="x", path=Path("store.zarr"))
+    ends = np.cumsum([3, 11, 1, 20, 6, 30, 29])
+    start = 0
+    for end in ends:
+        np.testing.assert_array_equal(reader.take(start, int(end)), values[start:end])
+        assert len(reader._buffer) <= (end - start) + 2 * 7  # type: ignore[arg-type]
+        start = int(end)
+    covered = [r for lo, hi in array.reads for r in range(lo, hi)]
+    assert covered == list(range(100))  # every row read once, in order
