@@ -1,7 +1,7 @@
 """The importer registry: which importer turns a path (file or folder) into recording files.
 
 ``register`` picks the first importer whose ``sniff`` accepts the path: importers added with
-:func:`register_importer` first, then native recordings, ``.rrd``, MCAP, LeRobot and MP4.
+:func:`register_importer` first, then native recordings, ``.rrd``, MCAP, LeRobot, MP4, HDF5 and PX4 ULog.
 """
 
 from __future__ import annotations
@@ -10,15 +10,17 @@ from pathlib import Path
 
 from rayform.errors import SourceNotFoundError, UnknownFormatError
 from rayform.importers._base import Importer, NativeImporter
+from rayform.importers.hdf5 import Hdf5Importer
 from rayform.importers.lerobot import LeRobotImporter
 from rayform.importers.mcap import McapImporter
 from rayform.importers.mp4 import Mp4Importer
 from rayform.importers.rrd import RrdImporter
+from rayform.importers.ulog import ULogImporter
 
 # Registered importers first, then the built-in ones in this order. The built-in importers import
-# their optional packages (rerun-sdk, mcap, PyAV) only when they convert, so listing them is cheap.
+# their optional packages (rerun-sdk, mcap, PyAV, h5py, pyulog) only when they convert, so listing them is cheap.
 _REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), LeRobotImporter(),
-                             Mp4Importer()]
+                             Mp4Importer(), Hdf5Importer(), ULogImporter()]
 
 
 def register_importer(importer: Importer) -> None:

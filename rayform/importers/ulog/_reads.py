@@ -1,0 +1,39 @@
+"""A file wrapper that notices a read cut short by the end of the file (a truncated ULog).
+
+pyulog stops quietly where a truncated log ends; the wrapper records the read that came back
+short so that the importer can refuse the file.
+"""
+
+from __future__ import annotations
+
+from typing import BinaryIO, Final
+
+_HEADER: Final = 3
+"""A ULog message header's size: reaching the end of the file exactly at one is a clean end."""
+
+
+class WatchedFile:
+    """Delegates ``read``/``seek``/``tell``/``close`` to ``raw``; :attr:`cut` is
+    ``(offset, wanted, got)`` when the last read ended early, else ``None``."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self._raw = raw
+        self.cut: tuple[int, int, int] | None = None
+
+    def read(self, size: int = -1) -> bytes:
+        at = self._raw.tell()
+        data = self._raw.read(size)
+        short = 0 <= size and len(data) < size
+        clean_end = size == _HEADER and not data
+        self.cut = (at, size, len(data)) if short and not clean_end else None
+        return data
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.cut = None
+        return self._raw.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        """pyulog closes its handle; the importer's ``with`` closes the real file."""
