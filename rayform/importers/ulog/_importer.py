@@ -19,6 +19,8 @@ A log that pyulog flags as corrupt, or that ends inside a message (truncated), i
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 from collections.abc import Iterable
@@ -91,7 +93,8 @@ def _read(core: Any, path: Path) -> Any:
         raw.seek(0)
         watched = WatchedFile(raw)
         try:
-            log = core.ULog(watched, disable_str_exceptions=False)
+            with contextlib.redirect_stdout(io.StringIO()):  # pyulog prints what it notices
+                log = core.ULog(watched, disable_str_exceptions=False)
         except RayformError:
             raise
         except Exception as err:  # ULogException, struct.error, UnicodeDecodeError, IndexError …
@@ -105,8 +108,8 @@ def _read(core: Any, path: Path) -> Any:
             f"after {got}; the file was cut while it was written or copied")
     if log.file_corruption:
         raise CorruptRecordingError(
-            f"{path}: damaged: pyulog found corrupt messages (bad message types or sizes) while "
-            "reading it; the file's bytes were altered")
+            f"{path}: damaged or truncated: pyulog found corrupt messages (bad message types or "
+            "sizes, or a definition cut short) while reading it")
     if not log.data_list:
         raise CorruptRecordingError(f"{path}: the log holds no data messages")
     return log

@@ -14,7 +14,8 @@ _HEADER: Final = 3
 
 class WatchedFile:
     """Delegates ``read``/``seek``/``tell``/``close`` to ``raw``; :attr:`cut` is
-    ``(offset, wanted, got)`` when the last read ended early, else ``None``."""
+    ``(offset, wanted, got)`` of the first read that the end of the file cut short (a read that
+    finds the end exactly where a message header would start is a clean end), else ``None``."""
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
@@ -25,11 +26,11 @@ class WatchedFile:
         data = self._raw.read(size)
         short = 0 <= size and len(data) < size
         clean_end = size == _HEADER and not data
-        self.cut = (at, size, len(data)) if short and not clean_end else None
+        if short and not clean_end and self.cut is None:
+            self.cut = (at, size, len(data))
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        self.cut = None
         return self._raw.seek(offset, whence)
 
     def tell(self) -> int:

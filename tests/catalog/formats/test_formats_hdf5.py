@@ -15,6 +15,7 @@ import pytest
 from hdf5_sources import ALOHA_CAMERAS, write_aloha, write_robomimic
 
 from rayform.catalog import Catalog, ImportOptions
+from rayform.catalog._slices import create_slice
 from rayform.errors import ConfigError, CorruptRecordingError, FormatError
 
 h5py = pytest.importorskip("h5py")
@@ -146,12 +147,7 @@ def test_robomimic_demos_become_segments_with_values_rate_and_splits(tmp_path: P
         assert "model_file" not in props
         assert props["mask/train"] is (n in (0, 10))
         assert props["mask/valid"] is (n == 2)
-    train = catalog.slices.create(ds, where='"property:mask/train"') \
-        if hasattr(catalog, "slices") else None
-    if train is None:
-        from rayform.catalog._slices import create_slice
-
-        train = create_slice(catalog, ds, where='"property:mask/train"')
+    train = create_slice(catalog, ds, where='"property:mask/train"')
     assert sorted(s.segment_id for s in train.segments) == ["lift_ph_demo_0", "lift_ph_demo_10"]
 
 
