@@ -331,13 +331,19 @@ class RecordingWriter:
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
-        for entity, is_static, table in entity_tables:
+        nulls: dict[tuple[int, pa.DataType], pa.Array] = {}  # one per length and type: many
+        for entity, is_static, table in entity_tables:        # entities lack most columns
             arrays = []
+            present = set(table.column_names)
             for field in schema:
-                if field.name in table.column_names:
-                    arrays.append(table.column(field.name).combine_chunks().cast(field.type))
+                if field.name in present:
+                    column = table.column(field.name).combine_chunks()
+                    arrays.append(column if column.type == field.type else column.cast(field.type))
                 else:
-                    arrays.append(pa.nulls(table.num_rows, type=field.type))
+                    key = (table.num_rows, field.type)
+                    if key not in nulls:
+                        nulls[key] = pa.nulls(table.num_rows, type=field.type)
+                    arrays.append(nulls[key])
             batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
             comps = sorted(c.split(":", 1)[1] for c in table.column_names if c not in self._timelines)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)

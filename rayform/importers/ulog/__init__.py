@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
-from rayform.importers.ulog._importer import ULogImporter, entity_base, field_groups
+from rayform.importers.ulog._importer import (
+    ULogImporter,
+    entity_base,
+    field_component,
+    field_groups,
+)
 
-__all__ = ["ULogImporter", "entity_base", "field_groups"]
+__all__ = ["ULogImporter", "entity_base", "field_component", "field_groups"]

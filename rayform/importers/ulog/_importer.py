@@ -1,17 +1,18 @@
-"""Register PX4 ULog flight logs (``.ulg``) with pyulog: each topic instance's fields as entities.
+"""Register PX4 ULog flight logs (``.ulg``) with pyulog: each topic instance an entity.
 
-A log becomes the segment ``<file stem>``. Topic ``t`` (multi-instance ``k``) field ``f`` becomes
-the entity ``/t/f`` (``/t_k/f`` for instances ``k ≥ 1``) with ``Scalars:scalars``: array fields
-(``gyro_rad[0]``, ``gyro_rad[1]`` …) one row of all their elements, the dtype as logged. Nested
-fields (``esc[0].esc_rpm``) become ``/t/esc/0/esc_rpm``. Every row sits on the duration timeline
-``timestamp``: the message's own ``timestamp`` field (µs since boot) in nanoseconds.
+A log becomes the segment ``<file stem>``. Topic ``t`` becomes the entity ``/t`` (``/t_k`` for
+multi-instance ``k ≥ 1``); each field ``f`` its component ``/t:ULog:f``, one list per message:
+array fields (``gyro_rad[0]``, ``gyro_rad[1]`` …) one row of all their elements, the dtype as
+logged; nested fields (``esc[0].esc_rpm``) become ``esc/0/esc_rpm``. Every row sits on the
+duration timeline ``timestamp``: the message's own ``timestamp`` field (µs since boot) in ns.
 
 Properties: the info messages (``ver_hw``, ``sys_name`` …) as ``info:<key>``; the parameters at
 start as ``param:<NAME>``; ``start_timestamp_us``, ``last_timestamp_us``, the number and total
 length of dropouts, the appended-data offsets (a log with data appended after a crash) and the
-ULog file version. Parameters changed in flight are the entity ``/changed_parameters/<NAME>``,
-logged strings ``/logged_messages`` (``TextDocument:text`` + ``/logged_messages/level``), and
-multi-part info messages (crash dumps) static ``TextDocument:text`` on ``/info_multiple/<key>``.
+ULog file version. Parameters changed in flight are the entity ``/changed_parameters/<NAME>``
+(``Scalars:scalars``), logged strings ``/logged_messages`` (``TextDocument:text`` +
+``/logged_messages/level``), multi-part info messages (crash dumps) static ``TextDocument:text``
+on ``/info_multiple/<key>``.
 
 A log that pyulog flags as corrupt, or that ends inside a message (truncated), is refused with a
 :class:`~rayform.errors.CorruptRecordingError`.
@@ -49,6 +50,7 @@ _ELEMENT: Final = re.compile(r"^(?P<base>.+)\[(?P<index>\d+)\]$")
 _NESTED: Final = re.compile(r"\[(\d+)\]\.")
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9_\-./]")
 _US_TO_NS: Final = 1000
+FIELD_ARCHETYPE: Final = "ULog"
 
 
 class ULogImporter(Importer):
@@ -148,8 +150,13 @@ def entity_base(name: str, multi_id: int) -> str:
     return f"/{topic}" if multi_id == 0 else f"/{topic}_{multi_id}"
 
 
+def field_component(field: str) -> str:
+    """The component of a (grouped) field: ``"gyro_rad"`` -> ``"ULog:gyro_rad"``."""
+    return f"{FIELD_ARCHETYPE}:{field}"
+
+
 def field_groups(names: Iterable[str]) -> dict[str, list[str]]:
-    """Field names grouped into entity suffixes: ``gyro_rad[0..2]`` → ``gyro_rad``, in element
+    """Field names grouped into components: ``gyro_rad[0..2]`` → ``gyro_rad``, in element
     order; padding fields and ``timestamp`` left out."""
     groups: dict[str, list[tuple[int, str]]] = {}
     for name in names:
@@ -168,19 +175,20 @@ def _write_topic(rec: RecordingWriter, data: Any, used: set[str], path: Path) ->
     if stamps is None:
         raise CorruptRecordingError(f"{path}: topic {data.name!r} has no timestamp field")
     timelines = {TIMESTAMP: (stamps.astype(np.int64) * _US_TO_NS).astype("timedelta64[ns]")}
+    if base in used:
+        raise CorruptRecordingError(f"{path}: topic {data.name!r} instance {data.multi_id} "
+                                    "appears twice")
+    used.add(base)
+    components: dict[str, npt.NDArray[Any]] = {}
     for suffix, names in field_groups(columns).items():
-        entity = f"{base}/{suffix}"
-        if entity in used:
-            raise CorruptRecordingError(f"{path}: topic {data.name!r} field {suffix!r} appears "
-                                        "twice")
-        used.add(entity)
         arrays = [columns[n] for n in names]
         if len({a.dtype for a in arrays}) != 1:
             raise CorruptRecordingError(f"{path}: topic {data.name!r} array field {suffix!r} "
                                         "mixes element types")
-        values = arrays[0] if len(arrays) == 1 and not _ELEMENT.match(names[0]) else \
-            np.stack(arrays, axis=1)
-        rec.log_columns(entity, timelines=timelines, components={SCALARS: values})
+        components[field_component(suffix)] = arrays[0] if len(arrays) == 1 and \
+            not _ELEMENT.match(names[0]) else np.stack(arrays, axis=1)
+    if components:
+        rec.log_columns(base, timelines=timelines, components=components)
 
 
 def _write_changed_parameters(rec: RecordingWriter, changed: list[tuple[int, str, Any]]) -> None:

@@ -19,11 +19,13 @@ class WatchedFile:
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
+        self._at = raw.tell()
         self.cut: tuple[int, int, int] | None = None
 
     def read(self, size: int = -1) -> bytes:
-        at = self._raw.tell()
+        at = self._at
         data = self._raw.read(size)
+        self._at += len(data)
         short = 0 <= size and len(data) < size
         clean_end = size == _HEADER and not data
         if short and not clean_end and self.cut is None:
@@ -31,10 +33,11 @@ class WatchedFile:
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        return self._raw.seek(offset, whence)
+        self._at = self._raw.seek(offset, whence)
+        return self._at
 
     def tell(self) -> int:
-        return self._raw.tell()
+        return self._at
 
     def close(self) -> None:
         """pyulog closes its handle; the importer's ``with`` closes the real file."""
