@@ -16,16 +16,18 @@ from rayform.importers import find_importer
 def test_format_modules_import_without_optional_packages_or_torch() -> None:
     code = (
         "import sys\n"
-        "for name in ('rerun', 'mcap', 'mcap_ros2', 'av', 'yaml', 'PIL', 'torch'):\n"
+        "for name in ('rerun', 'mcap', 'mcap_ros2', 'av', 'yaml', 'PIL', 'torch', 'h5py', "
+        "'pyulog'):\n"
         "    sys.modules[name] = None\n"
         "import rayform.importers.rrd, rayform.importers.mcap, rayform.importers.lerobot\n"
-        "import rayform.importers.mp4, rayform.exporters\n"
+        "import rayform.importers.mp4, rayform.importers.hdf5, rayform.importers.ulog\n"
+        "import rayform.exporters\n"
         "from rayform.importers._registry import _REGISTRY\n"
         "print(sorted(i.name for i in _REGISTRY))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rrd']"
+    assert out.strip() == "['hdf5', 'lerobot', 'mcap', 'mp4', 'rayform', 'rrd', 'ulog']"
 
 
 @pytest.mark.parametrize(("filename", "head", "importer", "blocked", "extra"), [
