@@ -119,6 +119,12 @@ def component_array(name: str, values: ComponentLike, num_rows: int) -> pa.Array
     return arr
 
 
+def _non_decreasing(values: pa.ChunkedArray) -> bool:
+    """Whether a timeline's rows are already in order (then sorting them would only copy)."""
+    ints = values.combine_chunks().cast(pa.int64()).to_numpy()
+    return bool((ints[1:] >= ints[:-1]).all())
+
+
 def _numpy_to_list(values: npt.NDArray[Any]) -> pa.Array:
     if values.ndim == 1:
         values = values[:, None]
@@ -309,7 +315,7 @@ class RecordingWriter:
                      for t, comps in self._blocks[entity]]
             table = pa.concat_tables(parts, promote_options="permissive")
             first = next(iter(self._blocks[entity][0][0]))
-            if table.num_rows > 1:
+            if table.num_rows > 1 and not _non_decreasing(table.column(first)):
                 order = pa.compute.sort_indices(table, sort_keys=[(first, "ascending")])
                 table = table.take(order)
             entity_tables.append((entity, False, table))
