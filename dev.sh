@@ -48,18 +48,18 @@ case "${1:-}" in
         exec "$VENV/bin/rayform" demo "$@"
         ;;
     test)
-        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,s3,ray,plot,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,dev"
         shift
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     lint)
-        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,s3,ray,plot,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,dev"
         "$VENV/bin/ruff" check rayform tests benchmarks conftest.py
         "$VENV/bin/lint-imports" --no-cache
         exec "$VENV/bin/mypy"
         ;;
     bench)
-        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,s3,ray,plot,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,dev"
         shift
         for b in benchmarks/bench_*.py; do
             echo "== $b"

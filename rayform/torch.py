@@ -14,6 +14,9 @@ entity holds                         decoder                       sample value
 ``TextDocument:text``                ``TextDecoder``               ``str``
 ==================================== ============================= ========================
 
+A numeric column may also be named in full, ``"<entity>:<Archetype>:<component>"`` (a PX4 ULog
+field: ``"sensor_combined:ULog:gyro_rad"``); it is read with ``NumericDecoder``.
+
 Cameras are always ``(3, H, W)``: grey images are repeated over the three channels and an alpha
 channel is dropped. ``action`` is read at ``horizon`` instants from the sample time on
 (``t, t + 1/fps, …``) and is ``float32 (horizon, J)``; with ``edge="pad"`` it comes with
@@ -240,6 +243,13 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
 
         def has(component: str) -> bool:
             return column_name(entity, component) in columns
+
+        if ":" in entity:  # a numeric column named in full, e.g. "sensor_combined:ULog:gyro_rad"
+            if entity not in columns:
+                raise ColumnNotFoundError(f"{name!r}: slice {self.slice.id} has no column "
+                                          f"{entity}")
+            fields[key] = Field(entity, NumericDecoder(), window=window)
+            return _Entity(name=key, kind="numeric", keys=(key,))
 
         if has(ENCODED_IMAGE_BLOB):
             fields[key] = Field(column_name(entity, ENCODED_IMAGE_BLOB), ImageDecoder(),

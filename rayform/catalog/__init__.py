@@ -30,7 +30,7 @@ from rayform.catalog._statistics import (
     compute_statistics,
 )
 from rayform.catalog._table_entry import TableEntry
-from rayform.importers import Importer, register_importer
+from rayform.importers import Importer, ImportOptions, register_importer
 from rayform.recording import RecordingWriter
 from rayform.storage import index_catalog
 
@@ -47,6 +47,7 @@ __all__ = [
     "DatasetStatistics",
     "DatasetView",
     "GcReport",
+    "ImportOptions",
     "Importer",
     "IndexColumnDescriptor",
     "OnDuplicate",

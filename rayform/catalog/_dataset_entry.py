@@ -45,6 +45,7 @@ from rayform.errors import (
     ConfigError,
     EntryNotFoundError,
 )
+from rayform.importers._options import NO_OPTIONS, ImportOptions
 from rayform.recording._columns import DEFAULT_LAYER
 from rayform.storage._fetch import SourceUri
 
@@ -145,7 +146,8 @@ class DatasetEntry(DatasetView):
                  *,
                  layer_name: str | Sequence[str] = DEFAULT_LAYER,
                  on_duplicate: OnDuplicate | str = OnDuplicate.ERROR,
-                 progress: bool | None = None) -> RegistrationHandle:
+                 progress: bool | None = None,
+                 import_options: ImportOptions | None = None) -> RegistrationHandle:
         """Register recordings (files or folders, any supported format) as segments.
 
         ``recording_uri`` is one source or a list of them, each a path, a ``file:///abs/path``
@@ -159,13 +161,17 @@ class DatasetEntry(DatasetView):
         is written; when nothing is left to register (no sources, or all skipped) no snapshot is
         committed.
 
+        ``import_options`` (:class:`~rayform.importers.ImportOptions`) says what a source leaves
+        out: its frame rate (``rate_hz``), its HDF5 layout (``hdf5_mapping``).
+
         Raises:
             SourceNotFoundError, UnknownFormatError, CorruptRecordingError: bad input.
             RemoteError, OfflineError: a remote source could not be fetched.
             InvalidNameError: a layer name or recording id with a path separator or ``..``.
             DuplicateSegmentError: an id+layer exists and ``on_duplicate='error'``.
             SchemaConflictError: a column type differs from the dataset's.
-            ConfigError: an unknown ``on_duplicate`` or mismatched ``layer_name`` list.
+            ConfigError: an unknown ``on_duplicate`` or mismatched ``layer_name`` list, or an
+                import option that none of the sources' formats reads.
             DiskFullError: the disk (or quota) of the catalog, cache or staging folder is full;
                 the message names the folder.
         """
@@ -175,7 +181,8 @@ class DatasetEntry(DatasetView):
         staging = self._catalog.store.staging_dir()
         try:
             with naming_full_disk(staging, what=f"converting sources for dataset {self._name!r}"):
-                requested, prepared = self._prepare(paths, layers, staging, progress, policy)
+                requested, prepared = self._prepare(paths, layers, staging, progress, policy,
+                                                    import_options or NO_OPTIONS)
             if not prepared:  # nothing to register (or everything skipped): no new snapshot
                 self.refresh()
                 return RegistrationHandle.of(requested)
@@ -213,7 +220,8 @@ class DatasetEntry(DatasetView):
                              on_duplicate=on_duplicate, progress=progress)
 
     def _prepare(self, sources: list[SourceUri], layers: list[str], staging: Path,
-                 progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR
+                 progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR,
+                 options: ImportOptions = NO_OPTIONS
                  ) -> tuple[list[PreparedLayer], list[PreparedLayer]]:
         """Convert, validate and store the sources; nothing is written before all validate.
 
@@ -225,7 +233,7 @@ class DatasetEntry(DatasetView):
         """
         show = progress if progress is not None else (len(sources) > 1 and sys.stderr.isatty())
         inspected = convert_sources(sources, layers, staging, desc=f"register {self._name}",
-                                    show=show)
+                                    show=show, options=options)
         if not apply_registration(self._newest(), inspected, policy).touched:  # raises
             return inspected, []
         return inspected, store_layers(self._catalog.store, inspected, desc=f"store {self._name}",

@@ -20,6 +20,7 @@ from rayform.catalog._registration import (
 )
 from rayform.errors import DuplicateSegmentError
 from rayform.importers import find_importer
+from rayform.importers._options import NO_OPTIONS, ImportOptions, require_options_read
 from rayform.storage._fetch import SourceUri
 from rayform.storage._store import Store
 
@@ -43,10 +44,12 @@ def require_distinct(layers: Sequence[PreparedLayer]) -> None:
 
 
 def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging: Path, *,
-                    desc: str, show: bool) -> list[PreparedLayer]:
+                    desc: str, show: bool, options: ImportOptions = NO_OPTIONS
+                    ) -> list[PreparedLayer]:
     """Every source converted under ``staging`` and inspected (nothing stored).
 
-    Local sources are checked before any remote one is fetched.
+    Local sources are checked before any remote one is fetched; so are ``options`` (an option
+    that none of the local sources' importers reads is refused when every source is local).
 
     Raises:
         RayformError: a missing or damaged source, an unknown format, a bad id, or one segment
@@ -54,18 +57,22 @@ def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging
     """
     from tqdm import tqdm
 
-    for source in sources:
-        if source.path is not None:
-            find_importer(source.path)
+    local = [find_importer(source.path) for source in sources if source.path is not None]
+    if len(local) == len(sources):
+        require_options_read(options, local)
+    used = []
     inspected: list[PreparedLayer] = []
     for i, (source, layer) in enumerate(tqdm(list(zip(sources, layers, strict=True)), desc=desc,
                                              unit="file", disable=not show)):
         path, source_uri = local_source(source, staging / f"{i:06d}-source")
         out = staging / f"{i:06d}"
         out.mkdir()
+        importer = find_importer(path)
+        used.append(importer)
         inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer,
                                     request_uri=source.uri)
-                      for recording in find_importer(path).convert(path, out)]
+                      for recording in importer.configured(options).convert(path, out)]
+    require_options_read(options, used)
     require_distinct(inspected)
     return inspected
 

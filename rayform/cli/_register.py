@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rayform.cli._args import add_command, catalog_url
 
 if TYPE_CHECKING:
-    from rayform.catalog import Catalog
+    from rayform.catalog import Catalog, ImportOptions
     from rayform.catalog._registration import OnDuplicate, PreparedLayer
     from rayform.storage._fetch import SourceUri
 
@@ -31,8 +31,16 @@ def add_ray_option(parser: argparse.ArgumentParser) -> None:
                              "ADDRESS (needs rayform[ray])")
 
 
+def import_options(args: argparse.Namespace) -> ImportOptions:
+    """The :class:`ImportOptions` of ``--fps`` and ``--mapping``."""
+    from rayform.catalog import ImportOptions
+
+    return ImportOptions(rate_hz=args.fps, hdf5_mapping=args.mapping)
+
+
 def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str],
-                    policy: OnDuplicate, *, progress: bool) -> list[PreparedLayer]:
+                    policy: OnDuplicate, *, progress: bool,
+                    options: ImportOptions) -> list[PreparedLayer]:
     """Convert, validate and store every source, committing nothing.
 
     Everything that can be wrong with the input (a missing file, an unknown or damaged format, a
@@ -43,7 +51,8 @@ def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str
 
     staging = catalog.store.staging_dir()
     try:
-        inspected = convert_sources(sources, layers, staging, desc="convert", show=progress)
+        inspected = convert_sources(sources, layers, staging, desc="convert", show=progress,
+                                    options=options)
         apply_registration(None, inspected, policy)  # raises on a conflict, writes nothing
         return store_layers(catalog.store, inspected, desc="store", show=progress)
     finally:
@@ -53,10 +62,10 @@ def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str
 def cmd_register(args: argparse.Namespace) -> int:
     from rayform.catalog import Catalog
     from rayform.catalog._registration import registration_request
-    from rayform.errors import EntryNotFoundError
+    from rayform.errors import ConfigError, EntryNotFoundError
 
     cat = Catalog.open(catalog_url(args))
-    _use_rate(args)
+    options = import_options(args)
     paths, layers, policy = registration_request(args.paths, args.layer, args.on_duplicate,
                                                   caller="register")
     exists = args.dataset in cat.dataset_names()
@@ -65,6 +74,9 @@ def cmd_register(args: argparse.Namespace) -> int:
             f"catalog {cat.url} has no dataset {args.dataset!r}; add --create to create it, "
             f"datasets: {cat.dataset_names()}"
         )
+    if args.ray is not None and options.given():
+        raise ConfigError("--fps and --mapping are not passed to Ray tasks yet; register these "
+                          "sources without --ray")
     ray = connect_ray(args)
     if exists:
         dataset = cat.get_dataset(args.dataset)
@@ -75,14 +87,15 @@ def cmd_register(args: argparse.Namespace) -> int:
                                    on_duplicate=policy)
         else:
             handle = dataset.register(args.paths, layer_name=args.layer, on_duplicate=policy,
-                                      progress=sys.stderr.isatty())
+                                      progress=sys.stderr.isatty(), import_options=options)
     else:
         if ray:
             from rayform.ray._ingest import prepare_many
 
             prepared = prepare_many(cat, args.paths, layer_name=args.layer)
         else:
-            prepared = prepare_locally(cat, paths, layers, policy, progress=sys.stderr.isatty())
+            prepared = prepare_locally(cat, paths, layers, policy, progress=sys.stderr.isatty(),
+                                       options=options)
         dataset = cat.create_dataset(args.dataset, exist_ok=True)
         print(f"created dataset {args.dataset!r}", file=sys.stderr)
         handle = dataset.register_prepared(prepared, on_duplicate=policy)
@@ -92,34 +105,15 @@ def cmd_register(args: argparse.Namespace) -> int:
     return 0
 
 
-def _use_rate(args: argparse.Namespace) -> None:
-    """``--fps``: the step rate of sources that declare none (RLDS builders, Zarr replay
-    buffers), by registering their importers with it for this command."""
-    if args.fps is None:
-        return
-    from rayform.cli._errors import UsageError
-    from rayform.importers import register_importer
-    from rayform.importers.rlds import RldsImporter
-    from rayform.importers.zarr import ZarrImporter
-
-    if args.ray is not None:
-        raise UsageError("register --fps runs locally only; drop --ray, or register with "
-                         "RldsImporter(fps=…) / ZarrImporter(fps=…) on the Ray workers")
-    try:
-        register_importer(RldsImporter(fps=args.fps))
-        register_importer(ZarrImporter(fps=args.fps))
-    except ValueError as err:
-        raise UsageError(f"--fps {args.fps!r}: {err}") from err
-
-
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = add_command(sub, "register", summary="register recordings (files or folders) as segments",
                     example="rayform register robots ep0.rfr ep1.rfr --create",
                     details="Accepts rayform recordings (.rfr), Rerun .rrd (rayform[rerun]), ROS 2 "
                             "MCAP files and rosbag2 folders (rayform[mcap]), LeRobot folders and "
-                            "MP4 files (rayform[video]), RLDS / TFDS builder folders "
-                            "(rayform[rlds]) and Zarr replay buffers (rayform[zarr]). Either "
-                            "every segment lands or none does.")
+                            "MP4 files (rayform[video]), ROS 1 .bag and ROS 2 .db3 bags "
+                            "(rayform[rosbag]), RLDS / TFDS builder folders (rayform[rlds]), Zarr "
+                            "replay buffers (rayform[zarr]), HDF5 files (rayform[hdf5]) and PX4 "
+                            "ULog files (rayform[ulog]). Either every segment lands or none does.")
     p.add_argument("dataset", help="the dataset to register into")
     p.add_argument("paths", nargs="+", metavar="URI",
                    help="recording files or folders, file:// URIs, or s3:// / https:// files")
@@ -129,9 +123,11 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                         "replace it")
     p.add_argument("--create", action="store_true",
                    help="create the dataset if missing (only once every source has converted)")
-    p.add_argument("--fps", type=float, default=None,
-                   help="the step rate of RLDS and Zarr sources, which store no timestamps: "
-                        "adds a 'timestamp' timeline on the exact grid (default: frame_index "
-                        "only)")
+    p.add_argument("--fps", type=float, default=None, metavar="RATE_HZ",
+                   help="the frame rate of sources that store none (RLDS, Zarr, HDF5): adds a "
+                        "timestamp timeline on the exact frame grid")
+    p.add_argument("--mapping", default=None, metavar="FILE",
+                   help="an HDF5 mapping file (YAML or JSON) declaring a layout rayform does not "
+                        "know; see docs/formats.md")
     add_ray_option(p)
     p.set_defaults(func=cmd_register)

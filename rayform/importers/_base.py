@@ -9,7 +9,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
+from typing import ClassVar
 
+from rayform.importers._options import ImportOptions
 from rayform.recording._file import is_recording_file
 
 ProgressCallback = Callable[[str], None]
@@ -19,6 +21,8 @@ class Importer(ABC):
     """Converts one source path into native recording files."""
 
     name: str = "importer"
+    options_read: ClassVar[frozenset[str]] = frozenset()
+    """The :class:`ImportOptions` fields this importer reads (none by default)."""
 
     @abstractmethod
     def sniff(self, path: Path) -> bool:
@@ -31,6 +35,10 @@ class Importer(ABC):
         Raises:
             rayform.errors.FormatError: the source is corrupt or unsupported (nothing registered).
         """
+
+    def configured(self, options: ImportOptions) -> Importer:
+        """This importer with ``options`` applied (importers that read none return themselves)."""
+        return self
 
 
 class NativeImporter(Importer):

@@ -2,7 +2,7 @@
 
 ``register`` picks the first importer whose ``sniff`` accepts the path: importers added with
 :func:`register_importer` first, then native recordings, ``.rrd``, MCAP, ROS bags (``.bag``,
-``.db3``), RLDS / TFDS builder folders, Zarr replay buffers, LeRobot and MP4.
+``.db3``), RLDS / TFDS builder folders, Zarr replay buffers, LeRobot, MP4, HDF5 and PX4 ULog.
 """
 
 from __future__ import annotations
@@ -11,20 +11,23 @@ from pathlib import Path
 
 from rayform.errors import SourceNotFoundError, UnknownFormatError
 from rayform.importers._base import Importer, NativeImporter
+from rayform.importers.hdf5 import Hdf5Importer
 from rayform.importers.lerobot import LeRobotImporter
 from rayform.importers.mcap import McapImporter
 from rayform.importers.mp4 import Mp4Importer
 from rayform.importers.rlds import RldsImporter
 from rayform.importers.rosbag import RosbagImporter
 from rayform.importers.rrd import RrdImporter
+from rayform.importers.ulog import ULogImporter
 from rayform.importers.zarr import ZarrImporter
 
 # Registered importers first, then the built-in ones in this order. The built-in importers import
-# their optional packages (rerun-sdk, mcap, rosbags, PyAV, google-crc32c, zarr) only when they
-# convert, so listing them is cheap. RLDS and Zarr folders come before LeRobot, which claims any
-# folder.
+# their optional packages (rerun-sdk, mcap, rosbags, PyAV, google-crc32c, zarr, h5py, pyulog) only
+# when they convert, so listing them is cheap. RLDS and Zarr folders come before LeRobot, which
+# claims any folder.
 _REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), RosbagImporter(),
-                             RldsImporter(), ZarrImporter(), LeRobotImporter(), Mp4Importer()]
+                             RldsImporter(), ZarrImporter(), LeRobotImporter(), Mp4Importer(),
+                             Hdf5Importer(), ULogImporter()]
 
 
 def register_importer(importer: Importer) -> None:

@@ -367,15 +367,20 @@ class RecordingWriter:
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
-        for entity, is_static, table in entity_tables:
+        nulls: dict[tuple[int, pa.DataType], pa.Array] = {}  # one per length and type: many
+        for entity, is_static, table in entity_tables:        # entities lack most columns
             arrays = []
+            present = set(table.column_names)
             for field in schema:
-                if field.name in table.column_names:
+                if field.name in present:
                     column = table.column(field.name)
                     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
                     arrays.append(widen(array, field.type))
                 else:
-                    arrays.append(pa.nulls(table.num_rows, type=field.type))
+                    key = (table.num_rows, field.type)
+                    if key not in nulls:
+                        nulls[key] = pa.nulls(table.num_rows, type=field.type)
+                    arrays.append(nulls[key])
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]

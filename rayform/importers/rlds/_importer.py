@@ -7,6 +7,7 @@ from pathlib import Path
 
 from rayform.errors import ConfigError, CorruptRecordingError, FormatError
 from rayform.importers._base import Importer
+from rayform.importers._options import ImportOptions
 from rayform.importers._time_grid import check_rate_hz
 from rayform.importers.rlds._builder import builder_dir, read_builder_info
 from rayform.importers.rlds._episode import EpisodeSource, write_episode
@@ -35,6 +36,7 @@ class RldsImporter(Importer):
     """
 
     name = "rlds"
+    options_read = frozenset({"rate_hz"})
 
     def __init__(self, *, fps: float | None = None, splits: Sequence[str] | None = None) -> None:
         self.fps = check_rate_hz(fps, what="RldsImporter")
@@ -43,6 +45,12 @@ class RldsImporter(Importer):
             raise ConfigError(f"RldsImporter: splits must be a list of split names, got "
                               f"{splits!r}")
         self.splits = None if splits is None else tuple(splits)
+
+    def configured(self, options: ImportOptions) -> Importer:
+        """This importer at ``options.rate_hz`` (``rayform register --fps``), when given."""
+        if options.rate_hz is None:
+            return self
+        return RldsImporter(fps=options.rate_hz, splits=self.splits)
 
     def sniff(self, path: Path) -> bool:
         return builder_dir(path) is not None

@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from rayform.errors import ConfigError, FormatError
 from rayform.importers._base import Importer
+from rayform.importers._options import ImportOptions
 from rayform.importers._time_grid import (
     GRID_FROM_RATE,
     GRID_NONE,
@@ -65,6 +66,7 @@ class ZarrImporter(Importer):
     """
 
     name = "zarr"
+    options_read = frozenset({"rate_hz"})
 
     def __init__(self, *, fps: float | None = None, image_dtype: Mapping[str, str] | None = None,
                  episodes: Sequence[int] | None = None) -> None:
@@ -80,6 +82,13 @@ class ZarrImporter(Importer):
                 raise ConfigError(f"ZarrImporter: image_dtype[{key!r}] must be one of "
                                   f"{sorted(_CHANNEL_TYPES)}, got {dtype!r}")
         self.episodes = None if episodes is None else [int(e) for e in episodes]
+
+    def configured(self, options: ImportOptions) -> Importer:
+        """This importer at ``options.rate_hz`` (``rayform register --fps``), when given."""
+        if options.rate_hz is None:
+            return self
+        return ZarrImporter(fps=options.rate_hz, image_dtype=self.image_dtype,
+                            episodes=self.episodes)
 
     def sniff(self, path: Path) -> bool:
         return is_replay_buffer(path)

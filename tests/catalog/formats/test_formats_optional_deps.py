@@ -17,17 +17,19 @@ def test_format_modules_import_without_optional_packages_or_torch() -> None:
     code = (
         "import sys\n"
         "for name in ('rerun', 'mcap', 'mcap_ros2', 'rosbags', 'av', 'yaml', 'PIL', 'torch', 'zarr',\n"
-        "             'numcodecs', 'google_crc32c'):\n"
+        "             'numcodecs', 'google_crc32c', 'h5py', 'pyulog'):\n"
         "    sys.modules[name] = None\n"
         "import rayform.importers.rrd, rayform.importers.mcap, rayform.importers.lerobot\n"
         "import rayform.importers.rlds, rayform.importers.zarr, rayform.importers.rosbag\n"
-        "import rayform.importers.mp4, rayform.exporters\n"
+        "import rayform.importers.mp4, rayform.importers.hdf5, rayform.importers.ulog\n"
+        "import rayform.exporters\n"
         "from rayform.importers._registry import _REGISTRY\n"
         "print(sorted(i.name for i in _REGISTRY))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip() == "['lerobot', 'mcap', 'mp4', 'rayform', 'rlds', 'rosbag', 'rrd', 'zarr']"
+    assert out.strip() == ("['hdf5', 'lerobot', 'mcap', 'mp4', 'rayform', 'rlds', 'rosbag', 'rrd', "
+                           "'ulog', 'zarr']")
 
 
 @pytest.mark.parametrize(("filename", "head", "importer", "blocked", "extra"), [
