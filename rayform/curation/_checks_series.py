@@ -41,7 +41,7 @@ def frozen(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     for state, command in _paired(seg):
         others = ctx.others(state.column, "longest_repeat", lambda s: longest_repeat(s.values),
                             seg.segment_id, state.width)
-        usual = np.nanmax(others, axis=0) if len(others) else np.ones(state.width)
+        usual = np.nanmedian(others, axis=0) if len(others) else np.ones(state.width)
         move = ctx.dataset_spread(command.column, command.width)
         same = state.values[1:] == state.values[:-1]
         for d in range(state.width):
@@ -59,7 +59,7 @@ def frozen(ctx: Context, seg: SegmentSeries) -> list[Finding]:
                     start_row=int(state.rows[a]), end_row=int(state.rows[b]) + 1,
                     value=float(length), threshold=float(limit), baseline=float(usual[d]),
                     message=(f"{state.names[d]!r} holds {state.values[a, d]:.6g} for {length} rows "
-                             f"(the other segments' longest hold: {usual[d]:.0f}) while its "
+                             f"(twice the median longest hold of the other segments: {limit:.0f}) while its "
                              f"command moves {moved:.3g} ({moved / move[d]:.0%} of its spread): "
                              "stuck joint or gripper")))
     return out
@@ -153,7 +153,7 @@ def tracking(ctx: Context, seg: SegmentSeries) -> list[Finding]:
 CHECKS = [
     Check(id="series.frozen", detects="a state dimension stuck while its command moves",
           how="a run of identical values, not at the head or tail, longer than the other "
-          "segments' longest run of that dimension while the paired command moves",
+          "segments' median longest run of that dimension while the paired command moves",
           threshold=f">= max({FROZEN_MIN_FRAMES}, {FROZEN_BASELINE_FACTOR:g} x usual) rows, "
           f"command moving >= {FROZEN_COMMAND_MOVE:g} x its spread", cost="rows",
           scope="segment", run_segment=frozen),

@@ -184,10 +184,8 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         keep = pc.and_(pc.is_in(previous.column("segment"), pa.array(sorted(reuse))),
                        pc.is_in(previous.column("check"), pa.array(segment_scope)))
         table = pa.concat_tables([previous.filter(keep.fill_null(False)), table])
-    order = pc.sort_indices(table, sort_keys=[("segment", "ascending"), ("check", "ascending"),
-                                              ("start_row", "ascending")],
-                            null_placement="at_start")
-    table = table.take(order)
+    table = table.sort_by([("segment", "ascending"), ("check", "ascending"),
+                           ("start_row", "ascending")])
     if persist:
         kept = _kept_from_other_views(view, notes, config, segments)
         if kept is not None:
