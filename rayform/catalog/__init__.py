@@ -12,7 +12,7 @@ from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._registration import OnDuplicate
 from rayform.catalog._schema import ContentFilter, Schema
 from rayform.catalog._segment_data import ColumnRows, SegmentData
-from rayform.catalog._slices import Slice, SliceSegment, TimeRange
+from rayform.catalog._slices import ExcludedRange, Slice, SliceSegment, TimeRange
 from rayform.catalog._statistics import (
     ColumnStatistics,
     DatasetStatistics,
@@ -33,6 +33,7 @@ __all__ = [
     "DatasetEntry",
     "DatasetStatistics",
     "DatasetView",
+    "ExcludedRange",
     "GcReport",
     "Importer",
     "OnDuplicate",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rayform.curation._check import Check
+from rayform.curation._clean_slice import write_clean_slice
 from rayform.curation._curate import all_checks, curate
 from rayform.curation._finding import Finding
 from rayform.curation._result import CurationResult, SegmentVerdict
@@ -14,4 +15,5 @@ __all__ = [
     "SegmentVerdict",
     "all_checks",
     "curate",
+    "write_clean_slice",
 ]
