@@ -16,8 +16,8 @@ from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._slices import (
-    Slice,
     ExcludedRange,
+    Slice,
     TimeRange,
     create_slice,
     list_slices,

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 import pyarrow as pa
@@ -145,7 +145,7 @@ def findings_table(catalog: CatalogHandle, dataset: str) -> pa.Table:
     return _read(catalog, notes.findings)
 
 
-def notes_rows(rows: list[Mapping[str, Any]]) -> pa.Table:
+def notes_rows(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """Rows (dicts keyed by the note columns; missing keys are null) as a notes table."""
     return pa.Table.from_pylist([{k: r.get(k) for k in NOTE_COLUMNS} for r in rows],
                                 schema=NOTES_SCHEMA)

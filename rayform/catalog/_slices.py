@@ -306,7 +306,7 @@ class SliceRecord(_Strict):
 def content_digest(record: SliceRecord) -> str:
     """sha256 of what identifies a slice: dataset, pinned segments, time range, name."""
     tr = record.time_range
-    content = {
+    content: dict[str, Any] = {
         "dataset": record.dataset,
         "segments": [[s.segment_id, s.version] for s in record.segments],
         "time_range": None if tr is None else [tr.timeline, tr.start, tr.end],

@@ -56,7 +56,7 @@ def idle(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     if motion is None or not isinstance(rate, int | float) or rate <= 0:
         return []
     rows, step = motion
-    need = int(round(IDLE_MIN_S * float(rate)))
+    need = round(IDLE_MIN_S * float(rate))
     quiet = runs(step < IDLE_FRACTION)
     out = []
     for a, b in quiet:

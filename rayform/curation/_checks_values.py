@@ -33,7 +33,7 @@ def nonfinite(ctx: Context, seg: SegmentSeries) -> list[Finding]:
         bad = ~np.isfinite(series.values)
         if not bad.any():
             continue
-        for a, b in runs(bad.any(axis=1)):
+        for a, b in runs(np.asarray(bad.any(axis=1), dtype=np.bool_)):
             dims = tuple(int(d) for d in np.flatnonzero(bad[a:b].any(axis=0)))
             out.append(Finding(
                 check="values.nonfinite", severity="error", segment=seg.segment_id,
@@ -63,7 +63,8 @@ def dead(ctx: Context, seg: SegmentSeries) -> list[Finding]:
                     column=column, dims=(d,), dim_names=(series.names[d],),
                     value=float(own[d]), threshold=float(DEAD_FRACTION * typical[d]),
                     baseline=float(typical[d]),
-                    message=(f"dimension {series.names[d]!r} is {'constant' if constant else 'near-constant'} "
+                    message=(f"dimension {series.names[d]!r} is "
+                             f"{'constant' if constant else 'near-constant'} "
                              f"(spread {own[d]:.3g}) where the other segments move it "
                              f"(median spread {typical[d]:.3g})")))
             elif constant and len(finite) > 1:

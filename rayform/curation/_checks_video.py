@@ -9,6 +9,7 @@ when it is longer than the longest run the other segments show.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -116,7 +117,7 @@ def _content(ctx: Context, seg: SegmentSeries) -> dict[str, dict[str, Any]]:
             result[entity] = {"error": str(err)}
             continue
         identical: list[tuple[int, int]] = []
-        for (n0, p0), (n1, p1) in zip(planes, planes[1:], strict=False):
+        for (n0, p0), (n1, p1) in itertools.pairwise(planes):
             if n1 == n0 + 1 and np.array_equal(p0, p1):
                 identical.append((n0, n1))
         pairs = np.zeros(max(len(rows), 1), dtype=bool)
@@ -129,7 +130,7 @@ def _content(ctx: Context, seg: SegmentSeries) -> dict[str, dict[str, Any]]:
                 dark[number] = True
         result[entity] = {"pairs": runs(pairs), "dark": runs(dark), "rows": rows,
                           "decoded": len(planes)}
-    ctx.features[key] = result  # type: ignore[assignment]
+    ctx.features[key] = result
     return result
 
 

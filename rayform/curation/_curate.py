@@ -175,9 +175,10 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         if check.run_dataset is not None:
             dataset_findings += check.run_dataset(ctx)
     for f in dataset_findings:
-        seg = segments.get(f.segment) if f.segment is not None else None
-        rows.append(f.row(version=None if seg is None else seg.version, dataset_version=version,
-                          clock=None if seg is None else seg.clock, created_at_ns=now))
+        about = segments.get(f.segment) if f.segment is not None else None
+        rows.append(f.row(version=None if about is None else about.version,
+                          dataset_version=version, clock=None if about is None else about.clock,
+                          created_at_ns=now))
     table = notes_rows(rows)
     if previous is not None and reuse:
         segment_scope = [c.id for c in chosen if c.scope == "segment"]

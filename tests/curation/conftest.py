@@ -6,10 +6,10 @@ import warnings
 from pathlib import Path
 
 import pytest
+from defects import REAL, build_dataset
 
 from rayform.catalog import Catalog, DatasetEntry
 from rayform.errors import ConversionWarning
-from defects import REAL, build_dataset
 
 
 def _register(root: Path, source: Path) -> DatasetEntry:

@@ -37,10 +37,9 @@ def _matches(row: dict[str, Any], defect: Defect) -> bool:
 @pytest.mark.parametrize("defect", DEFECTS, ids=[d.check + f"@{d.episode}" for d in DEFECTS])
 def test_defect_found(result: CurationResult, defect: Defect) -> None:
     rows = result.findings.to_pylist()
-    assert any(_matches(r, defect) for r in rows), (
-        f"{defect.check} not found on {defect.segment}: "
-        f"{[(r['check'], r['dims'], r['start_row'], r['end_row']) for r in rows if r['segment'] == defect.segment]}"
-    )
+    there = [(r["check"], r["dims"], r["start_row"], r["end_row"]) for r in rows
+             if r["segment"] == defect.segment]
+    assert any(_matches(r, defect) for r in rows), f"{defect.check} not on {defect.segment}: {there}"
 
 
 def test_defect_verdicts(result: CurationResult) -> None:
@@ -81,7 +80,7 @@ def test_second_run_reuses_every_segment(defect_dataset: DatasetEntry,
 
 
 def test_ranges_in_ns(result: CurationResult) -> None:
-    nan = [r for r in result.findings.to_pylist() if r["check"] == "values.nonfinite"][0]
+    nan = next(r for r in result.findings.to_pylist() if r["check"] == "values.nonfinite")
     assert nan["timeline"] == "frame_index" and nan["time_timeline"] == "timestamp"
     assert nan["start_ns"] == pytest.approx(100 / 30 * 1e9, abs=1e5)
     assert nan["end_ns"] == pytest.approx(109 / 30 * 1e9, abs=1e5)  # half-open: last row + 1 ns
