@@ -32,7 +32,7 @@ from rayform.errors import ConfigError, RayformError
 
 VideoMode = Literal["off", "sample", "full"]
 VIDEO_MODES: tuple[VideoMode, ...] = ("off", "sample", "full")
-CURATION_FORMAT = 1  # bump when a check's rule changes: stored findings are then recomputed
+CURATION_FORMAT = 2  # bump when a check's rule changes: stored findings are then recomputed
 
 COVERAGE_CHECKS = [
     Check(id="coverage.declared", detects="episodes the source declares but are not registered",

@@ -114,19 +114,25 @@ def load_series(view: DatasetView, segment_id: str, columns: list[str]) -> Segme
     for entity, idx in record.entities.items():
         present += [f"{entity}:{c}" for c in idx.components]
     out.columns = tuple(sorted(present))
-    if seq is None:
+    # rows are sequence values; without a sequence timeline, positions on the temporal one
+    timeline = seq if seq is not None else clock.time_timeline
+    if timeline is None:
         return out
     for column in columns:
         if not data.has_column(column):
             continue
-        rows = data.column(column, seq)
+        rows = data.column(column, timeline)
         if rows.is_static:
             continue
         matrix = _matrix(rows.values)
         if matrix is None or matrix.shape[1] == 0:
             continue
-        out.series[column] = Series(column=column, rows=rows.index, values=matrix,
-                                    names=_names(data, column, matrix.shape[1], seq))
+        index = rows.index if seq is not None or clock.ns is None else \
+            np.searchsorted(clock.ns, rows.index).astype(np.int64)
+        out.series[column] = Series(column=column, rows=index, values=matrix,
+                                    names=_names(data, column, matrix.shape[1], timeline))
+    if seq is None:
+        return out
     for entity in record.entities:
         ts_column = f"{entity}:{FRAME_TIMESTAMP}"
         if data.has_column(ts_column):
