@@ -4,17 +4,15 @@ from __future__ import annotations
 
 import datetime as _dt
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from rayform.catalog._dataset import DatasetView
 from rayform.catalog._note_ranges import NoteRange, SegmentClock
 from rayform.catalog._notes import KIND_ANNOTATION, append_annotations, attrs_json, notes_rows
 from rayform.errors import ConfigError, SegmentNotFoundError
-
-if TYPE_CHECKING:
-    from rayform.catalog._dataset_entry import DatasetEntry
 
 
 def _as_ns(value: Any) -> int | None:
@@ -31,7 +29,7 @@ def _as_ns(value: Any) -> int | None:
     return None
 
 
-def resolve_range(entry: DatasetEntry, segment: str, start: Any, end: Any) -> NoteRange:
+def resolve_range(entry: DatasetView, segment: str, start: Any, end: Any) -> NoteRange:
     """``[start, end)`` of ``segment`` on both timelines: ints are rows on the sequence timeline,
     times (datetime64 / timedelta64) are on the temporal one.
 
@@ -65,7 +63,7 @@ def resolve_range(entry: DatasetEntry, segment: str, start: Any, end: Any) -> No
     return clock.range_of_rows(int(start), int(end))
 
 
-def annotate(entry: DatasetEntry, segment: str, start: Any, end: Any, label: str,
+def annotate(entry: DatasetView, segment: str, start: Any, end: Any, label: str,
              attrs: dict[str, Any]) -> pa.Table:
     """Commit one annotation; returns its row (a one-row notes table)."""
     if not isinstance(label, str) or not label.strip():
