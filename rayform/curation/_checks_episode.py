@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rayform.curation._check import Check
-from rayform.curation._context import MIN_BASELINE_SEGMENTS, Context, runs, spread
+from rayform.curation._context import MIN_BASELINE_SEGMENTS, Context, nanmedian, runs, spread
 from rayform.curation._finding import Finding
 from rayform.curation._series import SegmentSeries
 
@@ -82,9 +82,9 @@ def _features(ctx: Context, seg: SegmentSeries) -> dict[str, float]:
         if len(series.rows) < 4:
             continue
         scale = ctx.dataset_spread(column, series.width)
-        med = np.nanmedian(series.values, axis=0)
+        med = nanmedian(series.values)
         own = spread(series.values)
-        jerk = np.nanmedian(np.abs(np.diff(series.values, n=3, axis=0)), axis=0)
+        jerk = nanmedian(np.abs(np.diff(series.values, n=3, axis=0)))
         for d in range(series.width):
             if not scale[d] > 0:
                 continue
@@ -101,8 +101,8 @@ def outliers(ctx: Context) -> list[Finding]:
     names = sorted({k for f in table.values() for k in f})
     matrix = np.array([[table[s].get(n, np.nan) for n in names] for s in table], dtype=np.float64)
     with np.errstate(all="ignore"):
-        median = np.nanmedian(matrix, axis=0)
-        mad = 1.4826 * np.nanmedian(np.abs(matrix - median), axis=0)
+        median = nanmedian(matrix)
+        mad = 1.4826 * nanmedian(np.abs(matrix - median))
         floor = np.where([n == "length" for n in names], 0.1 * np.abs(median), 0.1)
         z = np.abs(matrix - median) / np.maximum(mad, floor)
     out = []

@@ -6,7 +6,7 @@ import numpy as np
 import numpy.typing as npt
 
 from rayform.curation._check import Check
-from rayform.curation._context import Context, longest_repeat, runs
+from rayform.curation._context import Context, longest_repeat, nanmedian, quantiles, runs
 from rayform.curation._finding import Finding
 from rayform.curation._series import SegmentSeries, Series
 
@@ -41,7 +41,7 @@ def frozen(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     for state, command in _paired(seg):
         others = ctx.others(state.column, "longest_repeat", lambda s: longest_repeat(s.values),
                             seg.segment_id, state.width)
-        usual = np.nanmedian(others, axis=0) if len(others) else np.ones(state.width)
+        usual = nanmedian(others) if len(others) else np.ones(state.width)
         move = ctx.dataset_spread(command.column, command.width)
         same = state.values[1:] == state.values[:-1]
         for d in range(state.width):
@@ -106,8 +106,7 @@ def spike(ctx: Context, seg: SegmentSeries) -> list[Finding]:
 
 def _tracking_p95(pair: tuple[Series, Series]) -> npt.NDArray[np.float64]:
     state, command = pair
-    return np.asarray(np.nanpercentile(np.abs(command.values - state.values), 95, axis=0),
-                      dtype=np.float64)
+    return quantiles(np.abs(command.values - state.values), [95.0])[0]
 
 
 def _tracking_by_segment(ctx: Context, column: str) -> dict[str, npt.NDArray[np.float64]]:
@@ -128,7 +127,7 @@ def tracking(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     for state, command in _paired(seg):
         usual_all = [v for sid, v in _tracking_by_segment(ctx, state.column).items()
                      if sid != seg.segment_id and v.shape == (state.width,)]
-        usual = np.nanmedian(np.array(usual_all), axis=0)
+        usual = nanmedian(np.array(usual_all))
         dim_spread = ctx.dataset_spread(state.column, state.width)
         error = np.abs(command.values - state.values)
         for d in range(state.width):

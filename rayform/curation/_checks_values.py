@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from rayform.curation._check import Check
-from rayform.curation._context import Context, runs, spread
+from rayform.curation._context import Context, nanmedian, quantiles, runs, spread
 from rayform.curation._finding import Finding
 from rayform.curation._series import SegmentSeries, Series
 
@@ -18,13 +18,16 @@ SCALE_TOLERANCE = 0.25  # relative distance of the magnitude ratio to a known fa
 
 
 def _quantiles(series: Series) -> np.ndarray:
-    return np.asarray(np.nanpercentile(series.values, [5, 50, 95], axis=0), dtype=np.float64)
+    return quantiles(series.values, [5.0, 50.0, 95.0])
 
 
 def _magnitude(series: Series) -> np.ndarray:
     values = series.values
-    med = np.nanmedian(np.abs(values), axis=0)
-    return np.asarray(med + spread(values), dtype=np.float64)
+    return np.asarray(nanmedian(np.abs(values)) + spread(values), dtype=np.float64)
+
+
+def _spread(series: Series) -> np.ndarray:
+    return spread(series.values)
 
 
 def nonfinite(ctx: Context, seg: SegmentSeries) -> list[Finding]:
@@ -47,15 +50,17 @@ def nonfinite(ctx: Context, seg: SegmentSeries) -> list[Finding]:
 def dead(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     out = []
     for column, series in seg.series.items():
-        own = spread(series.values)
-        others = ctx.others(column, "spread", lambda s: spread(s.values), seg.segment_id,
-                            series.width)
-        typical = np.nanmedian(others, axis=0) if len(others) else np.full(series.width, np.nan)
+        own = ctx.own(column, "spread", _spread, seg.segment_id)
+        others = ctx.others(column, "spread", _spread, seg.segment_id, series.width)
+        typical = nanmedian(others) if len(others) else np.full(series.width, np.nan)
+        finite_mask = np.isfinite(series.values)
+        lo = np.where(finite_mask, series.values, np.inf).min(axis=0)
+        hi = np.where(finite_mask, series.values, -np.inf).max(axis=0)
+        counts = finite_mask.sum(axis=0)
         for d in range(series.width):
-            finite = series.values[np.isfinite(series.values[:, d]), d]
-            if not len(finite):
+            if not counts[d]:
                 continue
-            constant = float(np.ptp(finite)) == 0.0
+            constant = bool(lo[d] == hi[d])
             if ctx.has_baseline(len(others)) and typical[d] > 0 \
                     and own[d] < DEAD_FRACTION * typical[d]:
                 out.append(Finding(
@@ -67,12 +72,12 @@ def dead(ctx: Context, seg: SegmentSeries) -> list[Finding]:
                              f"{'constant' if constant else 'near-constant'} "
                              f"(spread {own[d]:.3g}) where the other segments move it "
                              f"(median spread {typical[d]:.3g})")))
-            elif constant and len(finite) > 1:
+            elif constant and counts[d] > 1:
                 out.append(Finding(
                     check="values.dead", severity="info", segment=seg.segment_id,
                     column=column, dims=(d,), dim_names=(series.names[d],),
                     value=0.0, baseline=float(typical[d]) if len(others) else None,
-                    message=f"dimension {series.names[d]!r} is constant at {finite[0]:.6g}"))
+                    message=f"dimension {series.names[d]!r} is constant at {lo[d]:.6g}"))
     return out
 
 
@@ -85,13 +90,20 @@ def _scale_of(ratio: float) -> tuple[float, str] | None:
 
 
 def scale(ctx: Context, seg: SegmentSeries) -> list[Finding]:
+    key = (seg.segment_id, "scale_findings")
+    if key not in ctx.features:  # offset asks too, to leave scaled dimensions to this check
+        ctx.features[key] = _scale(ctx, seg)
+    return list(ctx.features[key])
+
+
+def _scale(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     out = []
     for column, series in seg.series.items():
         others = ctx.others(column, "magnitude", _magnitude, seg.segment_id, series.width)
         if not ctx.has_baseline(len(others)):
             continue
-        own = _magnitude(series)
-        typical = np.nanmedian(others, axis=0)
+        own = ctx.own(column, "magnitude", _magnitude, seg.segment_id)
+        typical = nanmedian(others)
         for d in range(series.width):
             if not (typical[d] > 1e-9 and np.isfinite(own[d])):
                 continue
@@ -120,7 +132,8 @@ def offset(ctx: Context, seg: SegmentSeries) -> list[Finding]:
             continue
         q = others.reshape(len(others), 3, series.width)
         lo, hi = np.nanmin(q[:, 0], axis=0), np.nanmax(q[:, 2], axis=0)
-        own = _quantiles(series)
+        own = ctx.own(column, "quantiles", lambda s: _quantiles(s).reshape(-1),
+                      seg.segment_id).reshape(3, series.width)
         for d in range(series.width):
             if (column, (d,)) in scaled:
                 continue
@@ -128,7 +141,7 @@ def offset(ctx: Context, seg: SegmentSeries) -> list[Finding]:
             median = own[1, d]
             if lo[d] - margin <= median <= hi[d] + margin or not np.isfinite(median):
                 continue
-            centre = float(np.nanmedian(q[:, 1, d]))
+            centre = float(np.median(q[:, 1, d][np.isfinite(q[:, 1, d])]))
             bound = hi[d] + margin if median > hi[d] else lo[d] - margin
             out.append(Finding(
                 check="values.offset", severity="error", segment=seg.segment_id, column=column,

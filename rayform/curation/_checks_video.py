@@ -21,8 +21,8 @@ from rayform.curation._finding import Finding
 from rayform.curation._series import SegmentSeries
 from rayform.errors import RayformError
 
-SAMPLE_WINDOWS = 3      # --video sample: this many windows of consecutive frames per camera …
-SAMPLE_FRAMES = 48      # … of this many frames each
+SAMPLE_WINDOWS = 4      # --video sample: this many windows of consecutive frames per camera …
+SAMPLE_FRAMES = 10      # … of this many frames each
 IDENTICAL_MIN_PAIRS = 2  # never flag fewer identical pairs in a row than this
 BLACK_LEVEL = 8.0       # mean luma under this is a black frame …
 BLACK_MIN_S = 0.5       # … for at least this long
@@ -76,27 +76,48 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     return out
 
 
+def _luma(frame: Any) -> npt.NDArray[np.uint8]:
+    plane = frame.planes[0]
+    data = np.frombuffer(plane, dtype=np.uint8).reshape(-1, plane.line_size)
+    return data[:frame.height, :frame.width][::4, ::4].copy()
+
+
+def _windows(count: int, mode: str) -> list[tuple[int, int]]:
+    """Half-open frame ranges to decode: everything, or a few evenly spaced windows."""
+    if mode != "sample" or count <= SAMPLE_WINDOWS * SAMPLE_FRAMES:
+        return [(0, count)]
+    starts = np.linspace(0, count - SAMPLE_FRAMES, SAMPLE_WINDOWS).astype(int)
+    return [(int(a), int(a) + SAMPLE_FRAMES) for a in starts]
+
+
 def _luma_windows(path: Any, count: int, mode: str) -> list[tuple[int, npt.NDArray[np.uint8]]]:
-    """Decoded luma planes ``(frame number, plane)``: all frames, or a few windows of them."""
+    """Decoded luma planes ``(frame number, plane)`` of the frames in each window; a window is
+    decoded from the keyframe before it (a seek), so a sample costs about its own frames."""
+    from rayform.media import probe_video_asset
+    from rayform.media._video_asset import pts_to_ns
     from rayform.media._video_codec import require_av
 
     av = require_av()
-    wanted: set[int] | None = None
-    if mode == "sample" and count > SAMPLE_WINDOWS * SAMPLE_FRAMES:
-        starts = np.linspace(0, count - SAMPLE_FRAMES, SAMPLE_WINDOWS).astype(int)
-        wanted = {int(s) + i for s in starts for i in range(SAMPLE_FRAMES)}
-    out = []
+    info = probe_video_asset(path)
+    stamps = info.frame_timestamps_ns
+    out: list[tuple[int, npt.NDArray[np.uint8]]] = []
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
-        last = max(wanted) if wanted else None
-        for number, frame in enumerate(container.decode(stream)):
-            if last is not None and number > last:
-                break
-            if wanted is None or number in wanted:
-                plane = frame.planes[0]
-                data = np.frombuffer(plane, dtype=np.uint8).reshape(-1, plane.line_size)
-                out.append((number, data[:frame.height, :frame.width][::4, ::4].copy()))
+        for first, stop in _windows(min(count, len(stamps)), mode):
+            if first > 0:
+                target = int(stamps[first]) * info.time_base.denominator // (
+                    info.time_base.numerator * 1_000_000_000)
+                container.seek(target, stream=stream, backward=True, any_frame=False)
+            for frame in container.decode(stream):
+                if frame.pts is None:
+                    continue
+                ns = int(pts_to_ns(np.array([frame.pts], dtype=np.int64), info.time_base)[0])
+                number = int(np.searchsorted(stamps, ns - MATCH_TOLERANCE_NS))
+                if number >= stop:
+                    break
+                if number >= first:
+                    out.append((number, _luma(frame)))
     return out
 
 

@@ -42,11 +42,34 @@ def longest_repeat(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return out
 
 
+def quantiles(values: npt.NDArray[np.float64], qs: list[float]) -> npt.NDArray[np.float64]:
+    """``float64[len(qs), D]``: percentiles of each column of ``[N, D]``, NaN ignored (numpy's
+    ``nanpercentile`` goes column by column in Python; this does so only for columns with NaN)."""
+    width = values.shape[1] if values.ndim == 2 else 1
+    out = np.full((len(qs), width), np.nan)
+    if not len(values):
+        return out
+    finite = np.isfinite(values)
+    clean = finite.all(axis=0)
+    if clean.any():
+        out[:, clean] = np.percentile(values[:, clean], qs, axis=0)
+    for d in np.flatnonzero(~clean):
+        column = values[finite[:, d], d]
+        if len(column):
+            out[:, d] = np.percentile(column, qs)
+    return out
+
+
+def nanmedian(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Per column of ``[N, D]``: the median, NaN ignored (NaN where a column has none)."""
+    return quantiles(values, [50.0])[0]
+
+
 def spread(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per column: the 5th-95th percentile spread (NaN ignored)."""
     if not len(values):
         return np.zeros(values.shape[1])
-    lo, hi = np.nanpercentile(values, [5, 95], axis=0)
+    lo, hi = quantiles(values, [5.0, 95.0])
     return np.asarray(hi - lo, dtype=np.float64)
 
 
@@ -85,13 +108,25 @@ class Context:
     def has_baseline(self, count: int) -> bool:
         return count >= MIN_BASELINE_SEGMENTS
 
+    def own(self, column: str, name: str, compute: Feature, segment: str
+            ) -> npt.NDArray[np.float64]:
+        """The feature of ``segment`` itself (from the same cache as :meth:`others`)."""
+        return self.feature(column, name, compute)[segment]
+
     def dataset_spread(self, column: str, width: int) -> npt.NDArray[np.float64]:
         """Per dimension: the median over segments of each segment's 5-95 % spread."""
+        key = (column, f"dataset_spread/{width}")
+        if key in self.features:
+            return self.features[key]  # type: ignore[no-any-return]
+        self.features[key] = self._dataset_spread(column, width)
+        return self.features[key]  # type: ignore[no-any-return]
+
+    def _dataset_spread(self, column: str, width: int) -> npt.NDArray[np.float64]:
         values = [v for v in self.feature(column, "spread", lambda s: spread(s.values)).values()
                   if v.shape == (width,)]
         if not values:
             return np.zeros(width)
-        return np.asarray(np.nanmedian(np.array(values), axis=0), dtype=np.float64)
+        return nanmedian(np.array(values, dtype=np.float64))
 
     def series_of(self, column: str) -> Iterable[tuple[SegmentSeries, Series]]:
         for seg in self.segments.values():
