@@ -37,9 +37,13 @@ def _file_of(seg: SegmentSeries, entity: str) -> Any:
 
 
 def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
-    """The container's frames against the rows' frame references (no decoding)."""
+    """The container's frames against the rows' frame references (no decoding). A file no other
+    segment uses is the episode's alone, so all its frames count; a shared one (LeRobot v3.0
+    packs episodes into one file) counts the frames within the episode's span."""
     from rayform.media import probe_video_asset
 
+    shared = {d for sid, other in ctx.segments.items() if sid != seg.segment_id
+              for d in other.video_assets.values()}
     out = []
     for entity, (rows, refs) in seg.video_timestamps.items():
         path = _file_of(seg, entity)
@@ -54,7 +58,8 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
             continue
         stamps = info.frame_timestamps_ns
         lo, hi = int(refs.min()) - MATCH_TOLERANCE_NS, int(refs.max()) + MATCH_TOLERANCE_NS
-        inside = stamps[(stamps >= lo) & (stamps <= hi)]
+        inside = stamps if seg.video_assets[entity] not in shared \
+            else stamps[(stamps >= lo) & (stamps <= hi)]
         pos = np.clip(np.searchsorted(inside, refs), 0, max(len(inside) - 1, 0))
         near = np.minimum(np.abs(inside[pos] - refs) if len(inside) else np.inf,
                           np.abs(inside[np.maximum(pos - 1, 0)] - refs) if len(inside) else np.inf)
@@ -71,8 +76,9 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
             out.append(Finding(
                 check="video.frames", severity="error", segment=seg.segment_id, column=column,
                 value=float(len(inside)), threshold=float(len(refs)),
-                message=(f"camera {entity!r}: the video file has {len(inside)} frames in the "
-                         f"episode's span for {len(refs)} rows{named}")))
+                message=(f"camera {entity!r}: the video file has {len(inside)} frames "
+                         f"{'in the episode' + chr(39) + 's span ' if seg.video_assets[entity] in shared else ''}"
+                         f"for {len(refs)} rows{named}")))
     return out
 
 

@@ -129,18 +129,21 @@ def _table(columns: dict[str, np.ndarray], like: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=like)
 
 
-def build_dataset(root: Path, *, defects: bool = True) -> Path:
-    """Write the 12-episode LeRobot v2.1 folder under ``root``; returns its path."""
+def build_dataset(root: Path, *, defects: bool = True, trims: tuple[int, ...] = TRIMS,
+                  videos: dict[int, Callable[[Path, Path], None]] | None = None) -> Path:
+    """Write the LeRobot v2.1 folder (``2 * len(trims)`` episodes) under ``root``; returns its
+    path. ``videos`` maps an episode to a function writing its MP4 from the real one."""
     out = root / "g1-defects"
+    count = 2 * len(trims)
     (out / "meta").mkdir(parents=True)
     info = json.loads((REAL / "meta/info.json").read_text())
     by_episode = {d.episode: d for d in DEFECTS} if defects else {}
     episodes = []
     first_index = 0
     video_key = "observation.images.cam_high"
-    for i in range(NUM_EPISODES):
+    for i in range(count):
         source = SOURCES[i % 2]
-        trim = TRIMS[i // 2]
+        trim = trims[i // 2]
         table = pq.read_table(REAL / f"data/chunk-000/episode_{source:06d}.parquet")
         cols = {k: v[trim:] for k, v in _columns(table).items()}
         n = len(cols["frame_index"])
@@ -161,11 +164,15 @@ def build_dataset(root: Path, *, defects: bool = True) -> Path:
         pq.write_table(_table(cols, table.schema), data)
         video = out / f"videos/chunk-000/{video_key}/episode_{i:06d}.mp4"
         video.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(REAL / f"videos/chunk-000/{video_key}/episode_{source:06d}.mp4", video)
+        real_video = REAL / f"videos/chunk-000/{video_key}/episode_{source:06d}.mp4"
+        if videos is not None and i in videos:
+            videos[i](real_video, video)
+        else:
+            shutil.copyfile(real_video, video)
         episodes.append({"episode_index": i, "tasks": ["Pick up the yellow bottle on the table."],
                          "length": declared})
-    info.update(total_episodes=NUM_EPISODES, total_frames=first_index,
-                total_videos=NUM_EPISODES, splits={"train": f"0:{NUM_EPISODES}"})
+    info.update(total_episodes=count, total_frames=first_index, total_videos=count,
+                splits={"train": f"0:{count}"})
     (out / "meta/info.json").write_text(json.dumps(info))
     (out / "meta/episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
     shutil.copyfile(REAL / "meta/tasks.jsonl", out / "meta/tasks.jsonl")
