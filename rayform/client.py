@@ -16,6 +16,7 @@ from rayform.catalog._catalog import Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._pull import PullResult, pull_slice
 from rayform.catalog._slices import (
+    ExcludedRange,
     Slice,
     TimeRange,
     create_slice,
@@ -42,14 +43,14 @@ class Slices:
     def create(self, dataset: str | DatasetView, *, segments: Sequence[str] | None = None,
                where: str | None = None, params: Mapping[str, Any] | None = None,
                time_range: TimeRange | tuple[Any, Any] | None = None,
-               name: str | None = None) -> Slice:
+               name: str | None = None, exclude: Sequence[ExcludedRange] = ()) -> Slice:
         """Pin a selection of ``dataset`` to its current segment versions and save it.
 
         Creating the same selection again returns the same slice (same id). See
         :func:`rayform.catalog._slices.create_slice` for the arguments and errors.
         """
         return create_slice(self._catalog, dataset, segments=segments, where=where,
-                            params=params, time_range=time_range, name=name)
+                            params=params, time_range=time_range, name=name, exclude=exclude)
 
     def get(self, slice_id: str) -> Slice:
         """The slice ``slc_…``.

@@ -199,7 +199,8 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
                 f"{timeline!r}; pass options=ReadOptions(timeline={tr.timeline!r}) or make "
                 f"the slice with a TimeRange on {timeline!r}"
             )
-        self._map = RerunMapDataset(DataSource(view, time_range=tr), timeline, fields,
+        self._map = RerunMapDataset(DataSource(view, time_range=tr, excluded=slice_.excluded),
+                                    timeline, fields,
                                     timeline_sampling=FixedRateSampling(
                                         rate_hz=self.fps, tolerance_s=opts.tolerance_s),
                                     decode_threads=opts.decode_threads, edge=self.edge,

@@ -23,7 +23,7 @@ from rayform.catalog._schema import (
 )
 from rayform.catalog._schema_gaps import ColumnGaps, schema_gaps
 from rayform.catalog._segment_data import ColumnRows, SegmentData
-from rayform.catalog._slices import Slice, SliceSegment, TimeRange
+from rayform.catalog._slices import ExcludedRange, Slice, SliceSegment, TimeRange
 from rayform.catalog._statistics import (
     ColumnStatistics,
     DatasetStatistics,
@@ -46,6 +46,7 @@ __all__ = [
     "DatasetEntry",
     "DatasetStatistics",
     "DatasetView",
+    "ExcludedRange",
     "GcReport",
     "ImportOptions",
     "Importer",

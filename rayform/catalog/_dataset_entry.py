@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from rayform._local_writes import naming_full_disk
+from rayform.catalog._annotations import annotate as annotate_segment
 from rayform.catalog._dataset import DatasetView, load_snapshot, snapshot_source
 from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._lifecycle import (
@@ -24,6 +27,7 @@ from rayform.catalog._lifecycle import (
     rename_dataset,
 )
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
+from rayform.catalog._notes import annotations_table, findings_table
 from rayform.catalog._prefix import RECORDING_SUFFIXES, recordings_under
 from rayform.catalog._preparation import convert_sources, require_distinct, store_layers
 from rayform.catalog._registration import (
@@ -391,6 +395,26 @@ class DatasetEntry(DatasetView):
             EntryNotFoundError: the dataset has no snapshot ``version``.
         """
         return view_at_version(self._catalog, self._name, version)
+
+    def annotate(self, segment: str, start: Any, end: Any, label: str, **attrs: Any) -> pa.Table:
+        """Note that ``[start, end)`` of ``segment`` is ``label`` (a subtask, "gripper slipped").
+
+        ``start``/``end`` are rows on the sequence timeline (ints) or times on the temporal one
+        (``numpy.timedelta64`` / ``datetime64``); ``attrs`` are JSON values kept with the note.
+        Committed atomically as catalog data; SQL: ``SELECT * FROM <dataset>.annotations``.
+
+        Returns:
+            the note as a one-row Arrow table.
+        """
+        return annotate_segment(self, segment, start, end, label, attrs)
+
+    def annotations(self) -> pa.Table:
+        """Every annotation of this dataset (Arrow; the ``<dataset>.annotations`` SQL table)."""
+        return annotations_table(self._catalog, self._name)
+
+    def findings(self) -> pa.Table:
+        """The latest ``rayform curate`` findings (the ``<dataset>.findings`` SQL table)."""
+        return findings_table(self._catalog, self._name)
 
 
 class _NothingToRemoveError(Exception):

@@ -4,6 +4,8 @@ Each dataset is a SQL schema whose tables are looked up lazily when a query name
 
     SELECT * FROM robots.segments WHERE "property:success"
     SELECT * FROM robots.index_ranges
+    SELECT * FROM robots.findings WHERE severity = 'error'      (rayform curate)
+    SELECT * FROM robots.annotations WHERE label = 'grasp'     (dataset.annotate)
     SELECT rerun_segment_id, frame_index, "/joints/position:Scalars:scalars"
       FROM robots."/joints/position"
 
@@ -23,6 +25,12 @@ from datafusion import SessionContext, SQLOptions
 from datafusion.catalog import SchemaProvider, Table
 
 from rayform.catalog._handle import CatalogHandle
+from rayform.catalog._notes import (
+    ANNOTATIONS_TABLE,
+    FINDINGS_TABLE,
+    annotations_table,
+    findings_table,
+)
 from rayform.catalog._query_errors import QueryDataFrame, translate_errors
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
@@ -61,7 +69,8 @@ class DatasetSchema(SchemaProvider):
 
     def table_names(self) -> set[str]:
         ds = self._dataset()
-        return {SEGMENTS_TABLE, INDEX_RANGES_TABLE, *ds.schema().entity_paths()}
+        return {SEGMENTS_TABLE, INDEX_RANGES_TABLE, FINDINGS_TABLE, ANNOTATIONS_TABLE,
+                *ds.schema().entity_paths()}
 
     def table_exist(self, name: str) -> bool:
         return name in self.table_names()
@@ -72,6 +81,10 @@ class DatasetSchema(SchemaProvider):
             arrow = ds.segment_table_arrow()
         elif name == INDEX_RANGES_TABLE:
             arrow = ds.index_ranges_arrow()
+        elif name == FINDINGS_TABLE:
+            arrow = findings_table(self._catalog, self._dataset_name)
+        elif name == ANNOTATIONS_TABLE:
+            arrow = annotations_table(self._catalog, self._dataset_name)
         elif name in ds.schema().entity_paths():
             schema = ds.schema()
             columns = [(c, schema.field(c).type) for c in schema.component_columns()]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._lifecycle import rename_landed
 from rayform.catalog._metadata import DatasetVersion, TableVersion
+from rayform.catalog._notes import NotesVersion, notes_entry
 from rayform.catalog._slices import SLICES_PREFIX, load_slice
 from rayform.catalog._snapshot import read_index
 from rayform.catalog._versions import entry_key, entry_prefix, load_version, version_key
@@ -96,6 +97,8 @@ def _entry_references(catalog: Catalog, name: str, refs: References,
     if meta is None and any(rename_landed(store, name, h) for h in headers.values()):
         refs.problems.append(Problem(where=where, message="missing: the folder holds no entry file"))
     _dataset_references(catalog, name, headers, refs, pinned)
+    if kind == "dataset":
+        _notes_references(catalog, name, refs)
 
 
 def _dataset_references(catalog: Catalog, name: str, headers: dict[int, DatasetVersion],
@@ -119,6 +122,24 @@ def _dataset_references(catalog: Catalog, name: str, headers: dict[int, DatasetV
                 _index_references(catalog, header, source, refs)
         except RayformError as err:
             refs.problems.append(Problem(where=source, message=str(err)))
+
+
+def _notes_references(catalog: Catalog, name: str, refs: References) -> None:
+    """The annotation and findings objects of every notes snapshot of dataset ``name``."""
+    entry = notes_entry(name)
+    for listed in catalog.store.list_names(f"{entry_prefix(entry)}/versions"):
+        match = _VERSION_FILE.fullmatch(listed)
+        if match is None:
+            continue
+        source = f"{catalog.url}/{version_key(entry, int(match.group(1)))}"
+        try:
+            notes = load_version(catalog.store, entry, int(match.group(1)), NotesVersion)
+        except RayformError as err:
+            refs.problems.append(Problem(where=source, message=str(err)))
+            continue
+        refs.metadata_files += 1
+        for digest in [*notes.annotations, *([notes.findings] if notes.findings else [])]:
+            refs.add(digest, source)
 
 
 def _index_references(catalog: Catalog, header: DatasetVersion, source: str,

@@ -92,6 +92,24 @@ class TimeRange:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ExcludedRange:
+    """An inclusive range ``[start, end]`` of one segment on one timeline that no sample's
+    window may touch (an idle head, a NaN burst: what ``rayform curate --write-slice`` drops)."""
+
+    segment_id: str
+    timeline: str
+    start: int
+    end: int
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "start", _to_int64(self.start, "start"))
+        object.__setattr__(self, "end", _to_int64(self.end, "end"))
+        if self.start > self.end:
+            raise ConfigError(f"ExcludedRange of {self.segment_id!r} on {self.timeline!r}: "
+                              f"start {self.start} is after end {self.end}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class SliceSegment:
     """One pinned segment: its id, its version, and the content hashes of its files."""
 
@@ -114,6 +132,7 @@ class Slice:
         where: the SQL predicate used to select the segments (for the record).
         created_at_ns: creation time.
         catalog_url: the catalog the slice was read from (not part of its content).
+        excluded: ranges of its segments that no sample may touch.
     """
 
     id: str
@@ -126,6 +145,7 @@ class Slice:
     where: str | None
     created_at_ns: int
     catalog_url: str
+    excluded: tuple[ExcludedRange, ...] = ()
 
     @property
     def segment_ids(self) -> list[str]:
@@ -161,6 +181,8 @@ class Slice:
             "segments": {s.segment_id: s.version for s in self.segments},
             "created_at_ns": self.created_at_ns,
             "catalog": self.catalog_url,
+            "excluded": [{"segment": e.segment_id, "timeline": e.timeline, "start": e.start,
+                          "end": e.end} for e in self.excluded],
         }
 
     def describe(self) -> str:
@@ -177,6 +199,8 @@ class Slice:
         if self.time_range:
             tr = self.time_range
             lines.append(f"time range {tr.timeline} [{tr.start}, {tr.end}]")
+        if self.excluded:
+            lines.append(f"excluded   {len(self.excluded)} range(s)")
         lines += [f"  {s.segment_id}  {s.version}" for s in self.segments]
         return "\n".join(lines)
 
@@ -255,6 +279,13 @@ class TimeRangeRecord(_Strict):
     end: int
 
 
+class ExcludedRangeRecord(_Strict):
+    segment_id: SegmentId
+    timeline: str
+    start: int
+    end: int
+
+
 class SliceRecord(_Strict):
     """``slices/<id>.json``."""
 
@@ -269,17 +300,20 @@ class SliceRecord(_Strict):
     time_range: TimeRangeRecord | None
     segments: list[SliceSegmentRecord]
     created_at_ns: int
+    excluded: list[ExcludedRangeRecord] = []
 
 
 def content_digest(record: SliceRecord) -> str:
     """sha256 of what identifies a slice: dataset, pinned segments, time range, name."""
     tr = record.time_range
-    content = {
+    content: dict[str, Any] = {
         "dataset": record.dataset,
         "segments": [[s.segment_id, s.version] for s in record.segments],
         "time_range": None if tr is None else [tr.timeline, tr.start, tr.end],
         "name": record.name,
     }
+    if record.excluded:  # absent from older slices' content, so their ids stay the same
+        content["excluded"] = [[e.segment_id, e.timeline, e.start, e.end] for e in record.excluded]
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
@@ -298,6 +332,8 @@ def slice_from_record(record: SliceRecord, catalog_url: str) -> Slice:
         where=record.where,
         created_at_ns=record.created_at_ns,
         catalog_url=catalog_url,
+        excluded=tuple(ExcludedRange(segment_id=e.segment_id, timeline=e.timeline, start=e.start,
+                                     end=e.end) for e in record.excluded),
     )
 
 
@@ -340,7 +376,8 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
                  segments: Sequence[str] | None = None, where: str | None = None,
                  params: Mapping[str, Any] | None = None,
                  time_range: TimeRange | tuple[Any, Any] | None = None,
-                 name: str | None = None) -> Slice:
+                 name: str | None = None,
+                 exclude: Sequence[ExcludedRange] = ()) -> Slice:
     """Resolve a selection to pinned segment versions and store it as a slice.
 
     Args:
@@ -352,6 +389,8 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
         time_range: ``TimeRange`` or ``(start, end)`` on the dataset's only timeline of the
             values' kind; segments outside it are dropped and samples are confined to it.
         name: a human name (part of the slice's content, so of its id).
+        exclude: ranges of the selected segments that no sample may touch (ranges of segments
+            left out of the selection are dropped).
 
     Raises:
         SegmentNotFoundError: an id in ``segments`` is not in the dataset.
@@ -390,6 +429,7 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
             "a slice needs at least one segment"
         )
     kinds = view.timelines
+    excluded = _excluded_records(view, exclude, set(chosen))
     record = SliceRecord(
         format="rayform-slice",
         format_version=FORMAT_VERSION,
@@ -405,8 +445,24 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
         segments=[SliceSegmentRecord(segment_id=s, version=records[s].version,
                                      objects=_objects_of(records[s])) for s in chosen],
         created_at_ns=time.time_ns(),
+        excluded=excluded,
     )
     return _store_slice(catalog, record)
+
+
+def _excluded_records(view: DatasetView, exclude: Sequence[ExcludedRange], chosen: set[str]
+                      ) -> list[ExcludedRangeRecord]:
+    out = []
+    for e in exclude:
+        if not isinstance(e, ExcludedRange):
+            raise ConfigError(f"slices.create: exclude must hold ExcludedRange values, got {e!r}")
+        if e.timeline not in view.timelines:
+            raise ConfigError(f"slices.create: excluded range of {e.segment_id!r} is on unknown "
+                              f"timeline {e.timeline!r}; timelines: {sorted(view.timelines)}")
+        if e.segment_id in chosen:
+            out.append(ExcludedRangeRecord(segment_id=e.segment_id, timeline=e.timeline,
+                                           start=e.start, end=e.end))
+    return sorted(out, key=lambda r: (r.segment_id, r.timeline, r.start, r.end))
 
 
 def _store_slice(catalog: Catalog, record: SliceRecord) -> Slice:

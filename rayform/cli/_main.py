@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import rayform
 from rayform.cli import (
     _catalog_commands,
+    _curate,
     _demo,
     _export,
     _lifecycle,
@@ -44,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and exit")
     catalog_option(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in (_catalog_commands, _register, _lifecycle, _sql, _stats, _export, _slices,
-                   _demo, _maintenance):
+    for module in (_catalog_commands, _register, _lifecycle, _sql, _stats, _curate, _export,
+                   _slices, _demo, _maintenance):
         module.add_parsers(sub)
     return parser
 

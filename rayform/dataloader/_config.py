@@ -14,7 +14,7 @@ from dataclasses import KW_ONLY, dataclass
 from numbers import Real
 from typing import Any, Literal, TypeAlias
 
-from rayform.catalog import DatasetView, Slice, TimeRange
+from rayform.catalog import DatasetView, ExcludedRange, Slice, TimeRange
 from rayform.decoders import ColumnDecoder, Selector
 from rayform.decoders._base import is_selector
 from rayform.errors import ConfigError, SegmentNotFoundError
@@ -54,6 +54,9 @@ class DataSource:
         time_range: a rayform option (keyword-only): only samples whose index value lies in this
             inclusive range, on the grid the segment would have without it. It must be on the
             index timeline the dataset samples.
+        excluded: a rayform option (keyword-only): ranges no sample's window may touch (a
+            slice's ``excluded``, e.g. from ``rayform curate --write-slice``); ranges on other
+            timelines than the sampled one are ignored.
 
     Raises:
         SegmentNotFoundError: a segment id is not in the dataset.
@@ -63,9 +66,12 @@ class DataSource:
     segments: Sequence[str] | None = None
     _: KW_ONLY
     time_range: TimeRange | None = None
+    excluded: tuple[ExcludedRange, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "excluded", tuple(self.excluded))
         if isinstance(self.dataset, Slice):
+            object.__setattr__(self, "excluded", self.excluded or self.dataset.excluded)
             if self.time_range is not None and self.dataset.time_range is not None:
                 raise ConfigError(f"DataSource: slice {self.dataset.id} has its own time range "
                                   f"{self.dataset.time_range}; do not give time_range too")

@@ -24,7 +24,8 @@ def build_pipeline(source: DataSource, index: str, fields: Mapping[str, Field], 
     decode_threads = check_decode_threads(decode_threads)
     view: DatasetView = resolve_view(source)
     if sample_index is None:
-        sample_index = SampleIndex.build(DataSource(view, time_range=source.time_range), index,
+        sample_index = SampleIndex.build(DataSource(view, time_range=source.time_range,
+                                                    excluded=source.excluded), index,
                                          fields, timeline_sampling=timeline_sampling, edge=edge)
     return SamplePipeline(view, index, fields, sample_index, decode_threads=decode_threads,
                           edge=edge, sample_metadata=bool(sample_metadata))

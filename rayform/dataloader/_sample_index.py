@@ -22,7 +22,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rayform.catalog import DatasetView, TimeRange
+from rayform.catalog import DatasetView, ExcludedRange, TimeRange
 from rayform.dataloader._config import DataSource, EdgeMode, Field, check_edge
 from rayform.decoders import IndexValue
 from rayform.decoders._requests import index_value_of
@@ -296,12 +296,16 @@ class SampleIndex:
         """Segment ids in the order the samples of ``chunks`` (global indices, read in this
         order) first touch them, each once; lazy, and done once every segment has come."""
         seen: set[int] = set()
+        ids: set[str] = set()  # a segment with excluded ranges has several positions
         for chunk in chunks:
             positions, _ = self.locate(chunk)
             for position in dict.fromkeys(positions.tolist()):
                 if position not in seen:
                     seen.add(position)
-                    yield self.segment_id(position)
+                    sid = self.segment_id(position)
+                    if sid not in ids:
+                        ids.add(sid)
+                        yield sid
             if len(seen) == self.num_segments:
                 return
 
@@ -373,7 +377,9 @@ class SampleIndex:
         return _from_ranges(ranges, index, kind, None if sampling is None else sampling.ns_per_sample,
                             (lo_off, hi_off) if edge == "trim" else (0, 0), edge,
                             tolerance_ns=0 if sampling is None else sampling.tolerance_ns,
-                            time_range=source.time_range)
+                            time_range=source.time_range,
+                            excluded=_excluded_on(source.excluded, index),
+                            window=(lo_off, hi_off))
 
 
 def resolve_view(source: DataSource) -> DatasetView:
@@ -457,9 +463,43 @@ def _column_int64(ranges: pa.Table, name: str) -> tuple[npt.NDArray[np.int64], n
     return values, valid
 
 
+def _excluded_on(excluded: Sequence[ExcludedRange], index: str
+                 ) -> dict[str, list[tuple[int, int]]]:
+    """``{segment: [(start, end), …]}`` of the excluded ranges on timeline ``index``."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for e in excluded:
+        if e.timeline == index:
+            out.setdefault(e.segment_id, []).append((e.start, e.end))
+    return out
+
+
+def _allowed_pieces(lo: int, count: int, step: int, window: tuple[int, int],
+                    ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """``(first sample, sample count)`` runs of the grid ``lo + k * step`` (``k < count``) whose
+    window ``[v + window[0], v + window[1]]`` touches none of the inclusive ``ranges``."""
+    blocked = []
+    for start, end in ranges:
+        k0 = -((lo - (start - window[1])) // step)  # ceil((start - hi - lo) / step)
+        k1 = (end - window[0] - lo) // step
+        k0, k1 = max(k0, 0), min(k1, count - 1)
+        if k0 <= k1:
+            blocked.append((k0, k1))
+    pieces = []
+    k = 0
+    for k0, k1 in sorted(blocked):
+        if k0 > k:
+            pieces.append((k, k0 - k))
+        k = max(k, k1 + 1)
+    if k < count:
+        pieces.append((k, count - k))
+    return pieces
+
+
 def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | None,
                  extent: tuple[int, int], edge: EdgeMode, *, tolerance_ns: int = 0,
-                 time_range: TimeRange | None = None) -> SampleIndex:
+                 time_range: TimeRange | None = None,
+                 excluded: Mapping[str, list[tuple[int, int]]] | None = None,
+                 window: tuple[int, int] = (0, 0)) -> SampleIndex:
     start_col, end_col = index + RANGE_START_SUFFIX, index + RANGE_END_SUFFIX
     if start_col not in ranges.column_names or end_col not in ranges.column_names:
         raise ColumnNotFoundError(
@@ -479,10 +519,26 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
     ids = ranges.column(SEGMENT_ID).to_pylist()
     kept = np.flatnonzero(keep)
     counts = counts[kept].astype(np.int64)
+    firsts = lo[kept].astype(np.int64)
+    kept_ids = [ids[i] for i in kept.tolist()]
+    if excluded:  # a segment with excluded ranges becomes one entry per allowed run
+        rows, seg_ids, new_firsts, new_counts = [], [], [], []
+        for j, sid in enumerate(kept_ids):
+            pieces = [(0, int(counts[j]))] if sid not in excluded else _allowed_pieces(
+                int(firsts[j]), int(counts[j]), step, window, excluded[sid])
+            for k, n in pieces:
+                rows.append(j)
+                seg_ids.append(sid)
+                new_firsts.append(int(firsts[j]) + k * step)
+                new_counts.append(n)
+        at = np.array(rows, dtype=np.int64)
+        kept, kept_ids = kept[at], seg_ids
+        firsts = np.array(new_firsts, dtype=np.int64)
+        counts = np.array(new_counts, dtype=np.int64)
     segments = SegmentArrays(
-        segment_ids=[ids[i] for i in kept.tolist()],
-        index_start=lo[kept].astype(np.int64),
-        index_end=(lo[kept] + (counts - 1) * step).astype(np.int64),
+        segment_ids=kept_ids,
+        index_start=firsts,
+        index_end=(firsts + (counts - 1) * step).astype(np.int64),
         num_samples=counts,
         range_start=starts[kept], range_end=ends[kept],
         has_range=np.ones(len(kept), dtype=np.bool_))

@@ -140,6 +140,11 @@ def _set_properties(rec: RecordingWriter, info: DatasetInfo, episode: EpisodeInf
         rec.set_property("tasks", json.dumps(task_list))
     if INDEX in table.column_names:
         rec.set_property("dataset_from_index", int(pc.min(table.column(INDEX)).as_py()))
+    # what the source declares, kept for `rayform curate` (bookkeeping.length, coverage.declared)
+    if episode.length is not None:
+        rec.set_property("declared_length", int(episode.length))
+    if info.total_episodes > 0:
+        rec.set_property("dataset_total_episodes", int(info.total_episodes))
 
 
 def _log_feature(rec: RecordingWriter, spec: FeatureSpec, column: pa.Array,

@@ -1,0 +1,19 @@
+"""Curation: checks over a dataset's rows, statistics and video; findings as catalog data (no torch)."""
+
+from __future__ import annotations
+
+from rayform.curation._check import Check
+from rayform.curation._clean_slice import write_clean_slice
+from rayform.curation._curate import all_checks, curate
+from rayform.curation._finding import Finding
+from rayform.curation._result import CurationResult, SegmentVerdict
+
+__all__ = [
+    "Check",
+    "CurationResult",
+    "Finding",
+    "SegmentVerdict",
+    "all_checks",
+    "curate",
+    "write_clean_slice",
+]

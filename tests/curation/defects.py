@@ -1,0 +1,179 @@
+"""Defect fixtures: copies of the real Unitree G1 LeRobot v2.1 episodes, with defects injected.
+
+``build_dataset(root)`` writes a LeRobot v2.1 folder of 12 episodes under ``root``: each a copy
+of real episode 29 or 30 with its first rows dropped (0, 5 … 25; so the copies differ), and a
+known defect injected into nine of them (``DEFECTS``: what each check must find, where).
+Everything is deterministic; the real files are only read.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata" / \
+    "unitree-g1-lerobot-v21"
+SOURCES = (29, 30)
+TRIMS = (0, 5, 10, 15, 20, 25)
+STATE, ACTION = "observation.state", "action"
+STATE_COLUMN = "/observation.state:Scalars:scalars"
+ACTION_COLUMN = "/action:Scalars:scalars"
+
+
+@dataclass(frozen=True)
+class Defect:
+    """One injected defect and what curate must report for it."""
+
+    episode: int
+    check: str
+    column: str | None
+    dim: int | None
+    rows: tuple[int, int] | None      # half-open expected range (±1 row), None: whole segment
+    inject: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+    @property
+    def segment(self) -> str:
+        return f"episode_{self.episode:06d}"
+
+
+def _nan_burst(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t[STATE][100:110, 3] = np.nan
+    return t
+
+
+def _offset(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t[STATE][:, 0] += 0.3
+    return t
+
+
+def _scale(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t[STATE][:, 10] *= 180 / np.pi
+    return t
+
+
+def _stuck(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t[STATE][130:200, 10] = t[STATE][130, 10]
+    return t
+
+
+def _spike(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t[ACTION][120, 8] += 1.0
+    return t
+
+
+def _gap(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    keep = np.ones(len(t["frame_index"]), dtype=bool)
+    keep[150:155] = False
+    return {k: v[keep] for k, v in t.items()}
+
+
+def _repeated_timestamp(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    t["timestamp"][60] = t["timestamp"][59]
+    return t
+
+
+def _idle_head(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for key in (STATE, ACTION):
+        t[key][:45] = t[key][45]
+    return t
+
+
+def _short(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v[:60] for k, v in t.items()}
+
+
+# episode numbers 0..11: copy i is of SOURCES[i % 2] with TRIMS[i // 2] head rows dropped
+DEFECTS = (
+    Defect(0, "values.nonfinite", STATE_COLUMN, 3, (100, 110), _nan_burst),
+    Defect(1, "values.offset", STATE_COLUMN, 0, None, _offset),
+    Defect(2, "values.scale", STATE_COLUMN, 10, None, _scale),
+    Defect(3, "series.frozen", STATE_COLUMN, 10, (130, 200), _stuck),
+    Defect(4, "series.spike", ACTION_COLUMN, 8, (120, 121), _spike),
+    Defect(5, "timing.timestamps", None, None, (149, 156), _gap),
+    Defect(6, "timing.timestamps", None, None, (59, 61), _repeated_timestamp),
+    Defect(7, "episode.idle", None, None, (0, 46), _idle_head),
+    Defect(8, "episode.length", None, None, None, _short),
+)
+CLEAN = (9, 10, 11)
+NUM_EPISODES = 12
+
+
+def _columns(table: pa.Table) -> dict[str, np.ndarray]:
+    out = {}
+    for name in table.column_names:
+        col = table.column(name).combine_chunks()
+        if pa.types.is_fixed_size_list(col.type):
+            out[name] = np.asarray(col.flatten().to_numpy(), dtype=np.float32).reshape(
+                len(col), col.type.list_size).copy()
+        else:
+            out[name] = np.asarray(col.to_numpy(zero_copy_only=False)).copy()
+    return out
+
+
+def _table(columns: dict[str, np.ndarray], like: pa.Schema) -> pa.Table:
+    arrays = []
+    for field in like:
+        values = columns[field.name]
+        if pa.types.is_fixed_size_list(field.type):
+            flat = pa.array(values.reshape(-1).astype(np.float32), pa.float32())
+            arrays.append(pa.FixedSizeListArray.from_arrays(flat, field.type.list_size))
+        else:
+            arrays.append(pa.array(values).cast(field.type))
+    return pa.Table.from_arrays(arrays, schema=like)
+
+
+def build_dataset(root: Path, *, defects: bool = True, trims: tuple[int, ...] = TRIMS,
+                  videos: dict[int, Callable[[Path, Path], None]] | None = None) -> Path:
+    """Write the LeRobot v2.1 folder (``2 * len(trims)`` episodes) under ``root``; returns its
+    path. ``videos`` maps an episode to a function writing its MP4 from the real one."""
+    out = root / "g1-defects"
+    count = 2 * len(trims)
+    (out / "meta").mkdir(parents=True)
+    info = json.loads((REAL / "meta/info.json").read_text())
+    by_episode = {d.episode: d for d in DEFECTS} if defects else {}
+    episodes = []
+    first_index = 0
+    video_key = "observation.images.cam_high"
+    for i in range(count):
+        source = SOURCES[i % 2]
+        trim = trims[i // 2]
+        table = pq.read_table(REAL / f"data/chunk-000/episode_{source:06d}.parquet")
+        cols = {k: v[trim:] for k, v in _columns(table).items()}
+        n = len(cols["frame_index"])
+        cols["frame_index"] = np.arange(n, dtype=np.int64)
+        cols["timestamp"] = (np.arange(n) / 30.0).astype(np.float32)
+        defect = by_episode.get(i)
+        declared = n
+        if defect is not None:
+            cols = defect.inject(cols)
+            if defect.inject is _short:
+                declared = len(cols["frame_index"])
+        n = len(cols["frame_index"])
+        cols["episode_index"] = np.full(n, i, dtype=np.int64)
+        cols["index"] = np.arange(first_index, first_index + n, dtype=np.int64)
+        first_index += n
+        data = out / f"data/chunk-000/episode_{i:06d}.parquet"
+        data.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(_table(cols, table.schema), data)
+        video = out / f"videos/chunk-000/{video_key}/episode_{i:06d}.mp4"
+        video.parent.mkdir(parents=True, exist_ok=True)
+        real_video = REAL / f"videos/chunk-000/{video_key}/episode_{source:06d}.mp4"
+        if videos is not None and i in videos:
+            videos[i](real_video, video)
+        else:
+            shutil.copyfile(real_video, video)
+        episodes.append({"episode_index": i, "tasks": ["Pick up the yellow bottle on the table."],
+                         "length": declared})
+    info.update(total_episodes=count, total_frames=first_index, total_videos=count,
+                splits={"train": f"0:{count}"})
+    (out / "meta/info.json").write_text(json.dumps(info))
+    (out / "meta/episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
+    shutil.copyfile(REAL / "meta/tasks.jsonl", out / "meta/tasks.jsonl")
+    return out

@@ -1,0 +1,64 @@
+"""Video defects in copies of the real Unitree episodes: a dropped frame and a duplicated frame
+(packets remuxed), a frozen camera (re-encoded); the real files' own identical pairs stay quiet."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from typing import Any
+
+import pytest
+from defects import REAL, build_dataset
+from video_defects import frozen_copy, remux
+
+from rayform.catalog import Catalog, DatasetEntry
+from rayform.curation import CurationResult, curate
+
+pytestmark = pytest.mark.realdata
+CAMERA = "/observation.images.cam_high:VideoFrameReference:timestamp"
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> CurationResult:
+    if not REAL.is_dir():
+        pytest.skip(f"real data not available at {REAL}")
+    root = tmp_path_factory.mktemp("video")
+    videos = {2: functools.partial(remux, drop=101), 4: functools.partial(remux, duplicate=101),
+              5: functools.partial(frozen_copy, start=100, stop=130)}
+    source = build_dataset(root, defects=False, trims=(0, 0, 0), videos=videos)  # type: ignore[arg-type]
+    dataset: DatasetEntry = Catalog.create(str(root / "catalog")).create_dataset("g1")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dataset.register([str(source)]).wait()
+    return curate(dataset, video="full")
+
+
+def _rows(result: CurationResult, segment: str, check: str) -> list[dict[str, Any]]:
+    return [r for r in result.findings.to_pylist()
+            if r["segment"] == segment and r["check"] == check]
+
+
+def test_dropped_frame_named(result: CurationResult) -> None:
+    found = _rows(result, "episode_000002", "video.frames")
+    assert any("220 frames for 221 rows" in r["message"] for r in found)
+    # registration pointed row 101 at the frame before (the latest at its time): the grid
+    # check names it, repeated, and the gap after it
+    grid = _rows(result, "episode_000002", "bookkeeping.video_grid")
+    assert [(r["start_row"], r["end_row"]) for r in grid] == [(100, 102), (101, 103)]
+    assert all(r["column"] == CAMERA for r in grid)
+
+
+def test_duplicated_frame_counted(result: CurationResult) -> None:
+    found = _rows(result, "episode_000004", "video.frames")
+    assert any("222 frames for 221 rows" in r["message"] for r in found)
+
+
+def test_frozen_camera(result: CurationResult) -> None:
+    [frozen] = _rows(result, "episode_000005", "video.identical")
+    assert abs(frozen["start_row"] - 100) <= 1 and abs(frozen["end_row"] - 130) <= 1
+
+
+def test_clean_copies_quiet(result: CurationResult) -> None:
+    loud = [r for r in result.at_least("warning").to_pylist()
+            if r["segment"] in ("episode_000000", "episode_000001", "episode_000003")]
+    assert loud == []
