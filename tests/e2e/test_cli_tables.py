@@ -13,7 +13,6 @@ from cli_support import REPO
 from test_cli_shell import _in_terminal
 
 from rayform.catalog import Catalog, RecordingWriter
-from rayform.cli import main
 from rayform.cli._output import print_terminal_table, terminal_console, text_cell
 
 G1 = REPO.parent / "shared" / "realdata" / "unitree-g1-lerobot-v21"
