@@ -1,7 +1,8 @@
 """Printing Arrow tables from the command line: an aligned table, CSV or JSON.
 
-In a terminal, tables are drawn with ``rich`` and fitted to the window (long cells end in "…").
-When standard output is a pipe or a file, cells are never cut, so names and values can be copied;
+In a terminal, tables are fitted to the window (``rayform.cli._table``: keys and numbers are never
+cut; trailing columns that do not fit are left out with a note). When standard output is a pipe
+or a file, every column is printed and nothing is cut, so names and values can be copied;
 ``--format csv`` and ``--format json`` are for programs.
 """
 
@@ -13,14 +14,21 @@ import datetime as dt
 import decimal
 import io
 import json
+import os
 import sys
 from dataclasses import dataclass
 from typing import Any, TextIO
 
 import pyarrow as pa
+from rich.console import Console
+from rich.text import Text
+
+from rayform.cli._table import TextColumn, print_text_table
 
 FORMATS = ("table", "csv", "json")
 TERMINAL_LIST_ITEMS = 8
+DEFAULT_WIDTH = 80
+TERMINAL_HEIGHT = 25
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,19 +108,47 @@ def plain_table(table: pa.Table, *, limit: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def _rich_table(table: pa.Table, stream: TextIO, *, limit: int | None) -> None:
-    from rich.console import Console
-    from rich.table import Table
+def _wraps(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                or pa.types.is_nested(kind))
 
+
+def _numeric(kind: pa.DataType) -> bool:
+    return bool(pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                or pa.types.is_decimal(kind))
+
+
+def terminal_columns(table: pa.Table) -> list[TextColumn]:
+    """Each column of ``table`` as terminal text (long lists shortened, blobs summarised)."""
+    return [TextColumn(name=field.name, wraps=_wraps(field.type), numeric=_numeric(field.type),
+                       cells=[text_cell(v, terminal=True) for v in table.column(i).to_pylist()])
+            for i, field in enumerate(table.schema)]
+
+
+def terminal_width(stream: TextIO) -> int:
+    """``$COLUMNS``, else the width of the terminal ``stream`` writes to, else 80."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns or DEFAULT_WIDTH
+    except (AttributeError, OSError, ValueError):
+        return DEFAULT_WIDTH
+
+
+def terminal_console(stream: TextIO, *, width: int | None = None) -> Console:
+    """A console on ``stream`` that reads nothing as markup, emoji or highlights."""
+    # A height too: without one, rich takes a TERM=dumb terminal to be 80 columns wide.
+    return Console(file=stream, width=width or terminal_width(stream), height=TERMINAL_HEIGHT,
+                   highlight=False,
+                   emoji=False, markup=False, soft_wrap=False)
+
+
+def print_terminal_table(table: pa.Table, console: Console, *, limit: int | None = None) -> None:
+    """``table`` fitted to ``console.width``: keys and numbers whole; then a line counting rows."""
     shown = table if limit is None else table.slice(0, limit)
-    view = Table(show_edge=False, header_style="bold", pad_edge=False)
-    for name in table.column_names:
-        view.add_column(name, overflow="ellipsis", no_wrap=True)
-    for row in shown.to_pylist():
-        view.add_row(*(text_cell(row[n], terminal=True) for n in table.column_names))
-    console = Console(file=stream, highlight=False, soft_wrap=False)
-    console.print(view)
-    console.print(_rows_note(shown.num_rows, table.num_rows), style="dim")
+    print_text_table(console, terminal_columns(shown), shown.num_rows)
+    console.print(Text(_rows_note(shown.num_rows, table.num_rows), style="dim"))
 
 
 def _csv_cell(value: Any) -> str:
@@ -149,7 +185,7 @@ def print_table(table: pa.Table, output: OutputFormat, *, stream: TextIO | None 
     elif output.format == "json":
         out.write(json_text(table, limit=output.limit))
     elif is_terminal(out):
-        _rich_table(table, out, limit=output.limit)
+        print_terminal_table(table, terminal_console(out), limit=output.limit)
     else:
         out.write(plain_table(table, limit=output.limit) + "\n")
     out.flush()
