@@ -266,7 +266,8 @@ class Catalog:
         return self._query.from_arrow(table)
 
     def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
-            allow_statements: bool = False) -> datafusion.DataFrame:
+            allow_statements: bool = False, timeout_s: float | None = None
+            ) -> datafusion.DataFrame:
         """Run SQL over segment tables, index ranges, per-entity data and tables.
 
         Use ``$name`` placeholders with ``param_values`` rather than formatting strings.
@@ -278,11 +279,19 @@ class Catalog:
         and ``unregister``. ``allow_statements=True`` runs the query with DataFusion's defaults,
         for a trusted user who wants its full power.
 
+        Limits (docs/security.md): a query of more than 1 MiB or 1,000 operators is refused
+        before planning, each context has a memory pool (``$RAYFORM_SQL_MEMORY_BYTES``), and
+        ``timeout_s`` cancels planning or any one execution of the returned frame that runs
+        longer (main thread only).
+
         Raises:
-            QueryError: DataFusion rejected the query, or it was refused as a write; the returned
-                DataFrame raises it too when executing fails (``collect``, ``to_arrow_table`` …).
+            QueryError: DataFusion rejected the query, it was refused as a write, it passed a
+                limit; the returned DataFrame raises it too when executing fails
+                (``collect``, ``to_arrow_table`` …).
+            ConfigError: a bad ``timeout_s``, or one given outside the main thread.
         """
-        return self._query.sql(query, param_values, allow_statements=allow_statements)
+        return self._query.sql(query, param_values, allow_statements=allow_statements,
+                               timeout_s=timeout_s)
 
 
 def _read_or_none(store: Store, key: str) -> bytes | None:

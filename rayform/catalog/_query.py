@@ -32,6 +32,12 @@ from rayform.catalog._notes import (
     findings_table,
 )
 from rayform.catalog._query_errors import QueryDataFrame, translate_errors
+from rayform.catalog._query_limits import (
+    check_query_size,
+    check_timeout,
+    deadline,
+    new_session_context,
+)
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
 
@@ -111,7 +117,7 @@ class QueryPlane:
     @property
     def ctx(self) -> SessionContext:
         if self._ctx is None or self._pid != os.getpid():
-            self._ctx = SessionContext()
+            self._ctx = new_session_context()
             register_statistics_functions(self._ctx)
             self._pid = os.getpid()
             self._schemas = set()
@@ -134,8 +140,11 @@ class QueryPlane:
         return ctx
 
     def sql(self, query: str, param_values: dict[str, Any] | None = None, *,
-            allow_statements: bool = False) -> QueryDataFrame:
+            allow_statements: bool = False, timeout_s: float | None = None) -> QueryDataFrame:
         """Plan ``query`` (parameters as ``$name``) over the catalog.
+
+        The query's size is bounded before planning (:func:`check_query_size`); ``timeout_s``
+        bounds planning and each execution of the returned frame (main thread only).
 
         Read-only unless ``allow_statements``: DDL (``CREATE EXTERNAL TABLE … LOCATION``, ``DROP``),
         DML (``COPY … TO``, ``INSERT``) and statements (``SET``) are refused, so a query can
@@ -143,14 +152,18 @@ class QueryPlane:
 
         Raises:
             QueryError: malformed SQL, an unknown table or column, a bad parameter, a refused
-                write; and, from the returned frame, any error while executing it.
+                write, a query over the size limits or past its deadline; and, from the
+                returned frame, any error while executing it.
+            ConfigError: a bad ``timeout_s``.
         """
-        ctx = self.sync()
         what = f"SQL query {query!r}"
+        check_query_size(query, what=what)
+        check_timeout(timeout_s)
+        ctx = self.sync()
         options = None if allow_statements else read_only_options()
-        with translate_errors(what):
+        with translate_errors(what), deadline(timeout_s, what=what):
             frame = ctx.sql(query, options=options, param_values=param_values or None)
-        return QueryDataFrame(frame, what=what)
+        return QueryDataFrame(frame, what=what, timeout_s=timeout_s)
 
     def from_arrow(self, table: pa.Table) -> QueryDataFrame:
         """``table`` as a DataFrame of this process's context (errors become ``QueryError``)."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from datafusion import DataFrame
 
+from rayform.catalog._query_limits import MEMORY_ENV, deadline, memory_limit_bytes
 from rayform.errors import QueryError, RayformError
 
 READ_ONLY_HINT = ("SQL over a rayform catalog is read-only: change datasets with register / "
@@ -41,6 +42,10 @@ def translate_errors(what: str) -> Iterator[None]:
             kind = {"Statement": "session"}.get(refused[1], refused[1])
             raise QueryError(f"{what} is a {kind} statement ({refused[2]}); {READ_ONLY_HINT}"
                              ) from err
+        if "Resources exhausted" in str(err):
+            raise QueryError(f"{what} needs more memory than the SQL memory pool allows "
+                             f"({memory_limit_bytes()} bytes; set {MEMORY_ENV} to raise it): "
+                             f"{err}") from err
         raise QueryError(f"{what} failed: {err}") from err
 
 
@@ -52,16 +57,19 @@ class QueryDataFrame(DataFrame):
         what: what it computes, for error messages (e.g. ``"SQL query 'SELECT …'"``).
     """
 
-    def __init__(self, frame: DataFrame, *, what: str) -> None:
+    def __init__(self, frame: DataFrame, *, what: str, timeout_s: float | None = None) -> None:
         super().__init__(frame.df)
         self._what = what
+        self._timeout_s = timeout_s
 
     def __iter__(self) -> Iterator[Any]:
         with translate_errors(self._what):
-            stream = iter(DataFrame.execute_stream(self))
+            with deadline(self._timeout_s, what=self._what):
+                stream = iter(DataFrame.execute_stream(self))
             while True:
                 try:
-                    batch = next(stream)
+                    with deadline(self._timeout_s, what=self._what):
+                        batch = next(stream)
                 except StopIteration:
                     return
                 yield batch
@@ -70,10 +78,11 @@ class QueryDataFrame(DataFrame):
 def _checked(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(method)
     def call(self: QueryDataFrame, *args: Any, **kwargs: Any) -> Any:
-        with translate_errors(f"{self._what} ({name})"):
+        what = f"{self._what} ({name})"
+        with translate_errors(what), deadline(self._timeout_s, what=what):
             result = method(self, *args, **kwargs)
         if isinstance(result, DataFrame) and not isinstance(result, QueryDataFrame):
-            return QueryDataFrame(result, what=self._what)
+            return QueryDataFrame(result, what=self._what, timeout_s=self._timeout_s)
         return result
 
     return call

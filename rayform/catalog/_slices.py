@@ -29,6 +29,7 @@ from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, view_at_version
 from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
 from rayform.catalog._query import read_only_options
+from rayform.catalog._query_limits import check_query_size, new_session_context
 from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._tables import entity_ranges
 from rayform.catalog._versions import entry_key, version_key
@@ -504,12 +505,12 @@ def _overlaps(record: SegmentRecord, tr: TimeRange) -> bool:
 def _where_segment_ids(view: DatasetView, where: str, params: Mapping[str, Any] | None
                        ) -> set[str]:
     """Segment ids whose segment-table row satisfies ``where`` (DataFusion, parameterised)."""
-    from datafusion import SessionContext
-
+    what = f"slices.create where={where!r}"
+    check_query_size(where, what=what)
     table = view.segment_table_arrow()
-    ctx = SessionContext()
+    ctx = new_session_context()
     options = read_only_options()
-    with translate_errors(f"slices.create where={where!r}"):
+    with translate_errors(what):
         ctx.register_record_batches("segments", [table.to_batches()])
         query = f"SELECT {SEGMENT_ID} FROM segments WHERE ({where})"  # values go in params
         df = ctx.sql(query, options=options, param_values=dict(params) if params else None)

@@ -26,6 +26,17 @@ def case_hint(query: str, dataset_names: list[str]) -> str | None:
     return None
 
 
+def positive_seconds(text: str) -> float:
+    """A ``--timeout`` value: a finite number of seconds above zero."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 1e9:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    return value
+
+
 def cmd_sql(args: argparse.Namespace) -> int:
     from rayform.catalog import Catalog
     from rayform.errors import QueryError
@@ -33,7 +44,7 @@ def cmd_sql(args: argparse.Namespace) -> int:
     cat = Catalog.open(catalog_url(args))
     try:
         df = cat.sql(args.query, param_values=parse_params(args.param),
-                     allow_statements=args.allow_statements)
+                     allow_statements=args.allow_statements, timeout_s=args.timeout)
         table = df.to_arrow_table()
     except QueryError as err:
         hint = case_hint(args.query, cat.dataset_names())
@@ -61,5 +72,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--allow-statements", action="store_true",
                    help="also run DDL, DML and SET statements; DataFusion may then read and "
                         "write any file this process can, so use it only for SQL you trust")
+    p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="cancel the query if planning or running it takes longer")
     add_output_options(p)
     p.set_defaults(func=cmd_sql)
