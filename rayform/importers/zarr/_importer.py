@@ -87,8 +87,8 @@ class ZarrImporter(Importer):
         """This importer at ``options.rate_hz`` (``rayform register --fps``), when given."""
         if options.rate_hz is None:
             return self
-        return ZarrImporter(fps=options.rate_hz, image_dtype=self.image_dtype,
-                            episodes=self.episodes)
+        return ZarrImporter(fps=options.rate_hz, episodes=self.episodes,
+                            image_dtype={key: d.name for key, d in self.image_dtype.items()})
 
     def sniff(self, path: Path) -> bool:
         return is_replay_buffer(path)
