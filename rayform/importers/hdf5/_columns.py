@@ -28,7 +28,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.errors import FormatError
-from rayform.importers.mcap._ros2_messages import IMAGE_FORMAT_TYPE
+from rayform.importers.ros._messages import IMAGE_FORMAT_TYPE
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     ENCODED_IMAGE_MEDIA_TYPE,

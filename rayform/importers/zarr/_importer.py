@@ -22,7 +22,7 @@ from rayform.importers._time_grid import (
     check_rate_hz,
     grid_ns,
 )
-from rayform.importers.mcap._ros2_messages import IMAGE_FORMAT_TYPE
+from rayform.importers.ros._messages import IMAGE_FORMAT_TYPE
 from rayform.importers.zarr._store import (
     RowReader,
     data_arrays,
