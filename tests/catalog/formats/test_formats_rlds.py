@@ -164,6 +164,7 @@ def test_splits_option_and_cli_fps(tmp_path: Path, catalog: Catalog, own_registr
     with pytest.raises(ConfigError, match=r"no split \['nope'\]"):
         register_importer(RldsImporter(splits=["nope"]))
         catalog.create_dataset("x").register(tmp_path / "b")
+    register_importer(RldsImporter())  # --fps configures the RLDS importer found first
     assert main(["--catalog", catalog.url, "register", "cli", str(tmp_path / "b"), "--create",
                  "--fps", "4"]) == 0
     cli = catalog.get_dataset("cli")
