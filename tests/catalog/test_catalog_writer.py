@@ -192,8 +192,10 @@ def test_writer_errors(tmp_path: Path) -> None:
         rec.log_scalars("cam", timelines={"t": [0]}, values=[1])
     with pytest.raises(InvalidNameError, match=r"'\.\.'"):
         rec.log_scalars("/a/../b", timelines={"t": [0]}, values=[1])
-    with pytest.raises(ConfigError, match=r"property 'bad'.*list"):
-        rec.set_property("bad", [1, 2])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"property 'bad'.*or a list of them, got \{"):
+        rec.set_property("bad", {"a": 1})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match=r"property 'bad'.*one type, got \[1, 'a'\]"):
+        rec.set_property("bad", [1, "a"])
     with pytest.raises(ConfigError, match=r"is_keyframe has shape \(1,\), expected \(2,\)"):
         rec.log_video_stream("/v", timelines={"t": [0, 1]}, samples=[b"a", b"b"],
                              is_keyframe=[True], codec="h264")
@@ -210,3 +212,17 @@ def test_failed_writer_leaves_no_file(tmp_path: Path) -> None:
         rec.log_scalars("/a", timelines={"t": [0]}, values=[1])
         raise RuntimeError("boom")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_list_properties_keep_their_type_in_the_segment_table(tmp_path: Path) -> None:
+    with rayform.RecordingWriter(tmp_path / "p.rfr", recording_id="p") as rec:
+        rec.log_scalars("/x", timelines={"t": [0]}, values=[1.0])
+        rec.set_properties(gains=[0.5, 1.5], joints=["a", "b"], trials=3)
+    ds = Catalog.create(tmp_path / "cat").create_dataset("d")
+    ds.register(tmp_path / "p.rfr").wait()
+    table = ds.segment_table().to_arrow_table()
+    assert table.schema.field("property:gains").type == pa.list_(pa.float64())
+    assert table.schema.field("property:joints").type == pa.list_(pa.string())
+    assert table.schema.field("property:trials").type == pa.int64()
+    assert table.select(["property:gains", "property:joints", "property:trials"]).to_pylist() == \
+        [{"property:gains": [0.5, 1.5], "property:joints": ["a", "b"], "property:trials": 3}]
