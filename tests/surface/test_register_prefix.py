@@ -10,7 +10,7 @@ from surface_data import write_episode
 from surface_servers import S3Server
 
 import rayform
-from rayform.errors import ConfigError, OfflineError
+from rayform.errors import ConfigError, CorruptMetadataError, OfflineError
 
 
 def test_register_prefix_lists_an_s3_prefix_recursively(
@@ -35,3 +35,16 @@ def test_register_prefix_lists_an_s3_prefix_recursively(
     monkeypatch.setenv("RAYFORM_OFFLINE", "1")
     with pytest.raises(OfflineError, match="forbids listing s3://fleet/runs"):
         ds.register_prefix("s3://fleet/runs")
+
+
+def test_a_crafted_key_listing_registers_nothing(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from rayform.storage._s3 import S3Transport
+
+    monkeypatch.setattr(S3Transport, "list_keys_under",
+                        lambda self: ["ok.rfr", "day/../../../etc/x.rrd"])
+    ds = rayform.Catalog.create(tmp_path / "cat").create_dataset("robots")
+    with pytest.raises(CorruptMetadataError, match=r"'day/\.\./\.\./\.\./etc/x\.rrd'.*'\.' or "
+                                                   r"'\.\.'"):
+        ds.register_prefix("s3://fleet/runs")
+    assert ds.refresh().snapshot_version == 0
