@@ -18,7 +18,8 @@ from rayform.importers.rrd import RrdImporter
 from rayform.importers.ulog import ULogImporter
 
 # Registered importers first, then the built-in ones in this order. The built-in importers import
-# their optional packages (rerun-sdk, mcap, PyAV, h5py, pyulog) only when they convert, so listing them is cheap.
+# their optional packages (rerun-sdk, mcap, PyAV, h5py, pyulog) only when they convert, so
+# listing them is cheap.
 _REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), LeRobotImporter(),
                              Mp4Importer(), Hdf5Importer(), ULogImporter()]
 

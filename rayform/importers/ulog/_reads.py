@@ -26,7 +26,7 @@ class WatchedFile:
         at = self._at
         data = self._raw.read(size)
         self._at += len(data)
-        short = 0 <= size and len(data) < size
+        short = size >= 0 and len(data) < size
         clean_end = size == _HEADER and not data
         if short and not clean_end and self.cut is None:
             self.cut = (at, size, len(data))
