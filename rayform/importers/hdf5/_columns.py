@@ -188,7 +188,9 @@ def _cut_padding(blob: bytes) -> bytes:
 
 
 def _as_bytes(value: Any, where: str) -> bytes:
-    if isinstance(value, bytes | np.bytes_ | np.void):
+    if isinstance(value, np.void):
+        return value.tobytes()
+    if isinstance(value, bytes | np.bytes_):
         return bytes(value)
     if isinstance(value, np.ndarray) and value.dtype == np.uint8:
         return value.tobytes()
@@ -199,7 +201,9 @@ def _first_bytes(values: npt.NDArray[Any]) -> bytes | None:
     if values.ndim != 1 or not len(values):
         return None
     first = values[0]
-    if isinstance(first, bytes | np.bytes_ | np.void):
+    if isinstance(first, np.void):
+        return first.tobytes()
+    if isinstance(first, bytes | np.bytes_):
         return bytes(first)
     if isinstance(first, np.ndarray) and first.dtype == np.uint8:
         return first.tobytes()

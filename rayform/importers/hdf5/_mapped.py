@@ -3,9 +3,11 @@ by end rows or by axis, each declared dataset logged on its entity."""
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -133,15 +135,14 @@ def _episodes(file: Any, path: Path, mapping: Hdf5Mapping) -> Iterator[_Episode]
     if spec.groups is not None:
         pattern = "/" + spec.groups.strip("/")
         for name, group in _groups_matching(file, path, pattern, h5py):
-            yield _Episode(name=name, node=group,
-                           read=lambda key, g=group: _read_whole(path, g, key, h5py))
+            yield _Episode(name=name, node=group, read=partial(_read_whole, path, group, h5py))
         return
     if spec.ends is not None:
         ends = _ends(file, path, spec.ends, h5py)
         start = 0
         for k, end in enumerate(ends.tolist()):
             yield _Episode(name=f"episode_{k:06d}", node=file,
-                           read=lambda key, a=start, b=end: _read_rows(path, file, key, a, b, h5py))
+                           read=partial(_read_rows, path, file, h5py, start, end))
             start = end
         return
     if spec.axis is not None:
@@ -153,9 +154,9 @@ def _episodes(file: Any, path: Path, mapping: Hdf5Mapping) -> Iterator[_Episode]
                               f"along axis {axis} ({sorted(counts)})")
         for k in range(counts.pop()):
             yield _Episode(name=f"episode_{k:06d}", node=file,
-                           read=lambda key, e=k: _read_axis(path, file, key, axis, e, h5py))
+                           read=partial(_read_axis, path, file, h5py, axis, k))
         return
-    yield _Episode(name="", node=file, read=lambda key: _read_whole(path, file, key, h5py))
+    yield _Episode(name="", node=file, read=partial(_read_whole, path, file, h5py))
 
 
 def _groups_matching(file: Any, path: Path, pattern: str, h5py: Any) -> list[tuple[str, Any]]:
@@ -171,8 +172,6 @@ def _groups_matching(file: Any, path: Path, pattern: str, h5py: Any) -> list[tup
 
 
 def _natural(name: str) -> tuple[Any, ...]:
-    import re
-
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
 
 
@@ -185,7 +184,7 @@ def _dataset(node: Any, path: Path, key: str, h5py: Any) -> Any:
     return found
 
 
-def _read_whole(path: Path, node: Any, key: str, h5py: Any) -> npt.NDArray[Any] | None:
+def _read_whole(path: Path, node: Any, h5py: Any, key: str) -> npt.NDArray[Any] | None:
     with reading(path, f"dataset {key!r} of {node.name!r}"):
         found = node.get(key)
     if found is None:
@@ -195,7 +194,7 @@ def _read_whole(path: Path, node: Any, key: str, h5py: Any) -> npt.NDArray[Any] 
     return read_dataset(path, found)
 
 
-def _read_rows(path: Path, file: Any, key: str, start: int, stop: int, h5py: Any
+def _read_rows(path: Path, file: Any, h5py: Any, start: int, stop: int, key: str
                ) -> npt.NDArray[Any] | None:
     dataset = _dataset(file, path, key, h5py)
     if dataset.shape and dataset.shape[0] < stop:
@@ -205,7 +204,7 @@ def _read_rows(path: Path, file: Any, key: str, start: int, stop: int, h5py: Any
         return np.asarray(dataset[start:stop])
 
 
-def _read_axis(path: Path, file: Any, key: str, axis: int, episode: int, h5py: Any
+def _read_axis(path: Path, file: Any, h5py: Any, axis: int, episode: int, key: str
                ) -> npt.NDArray[Any] | None:
     dataset = _dataset(file, path, key, h5py)
     with reading(path, f"dataset {key!r} episode {episode}"):

@@ -96,7 +96,8 @@ def test_truncated_ulog_is_refused_naming_where_it_ends(tmp_path: Path, realdata
     cut = tmp_path / "cut.ulg"
     cut.write_bytes(data[:keep])
     ds = catalog.create_dataset("x")
-    with pytest.raises(CorruptRecordingError, match=r"cut.ulg: (truncated|not a readable|damaged or truncated)"):
+    with pytest.raises(CorruptRecordingError,
+                       match=r"cut.ulg: (truncated|not a readable|damaged or truncated)"):
         ds.register(cut)
     assert ds.segment_ids() == []
 

@@ -350,3 +350,25 @@ def test_cli_register_takes_fps_and_mapping(tmp_path: Path, catalog: Catalog) ->
         np.arange(4) * 40_000_000)
     assert Catalog.open(url).get_dataset("aloha").segment_record("episode_0") \
         .properties["rate_hz"] == 25.0
+
+
+def test_every_sample_of_the_rerun_grid_gets_its_own_frame(tmp_path: Path,
+                                                           catalog: Catalog) -> None:
+    pytest.importorskip("torch")
+    from rayform.dataloader import (
+        DataSource,
+        Field,
+        FixedRateSampling,
+        NumericDecoder,
+        RerunMapDataset,
+    )
+
+    truth = write_robomimic(tmp_path / "grid.hdf5", lengths={0: 97}, image=False)
+    ds = catalog.create_dataset("grid")
+    ds.register(tmp_path / "grid.hdf5", import_options=ImportOptions(rate_hz=30))
+    train = RerunMapDataset(DataSource(ds), "timestamp",
+                            {"a": Field("/actions:Scalars:scalars", decode=NumericDecoder())},
+                            timeline_sampling=FixedRateSampling(rate_hz=30))
+    assert len(train) == 97
+    got = np.stack([train[k]["a"].numpy() for k in range(97)])
+    np.testing.assert_array_equal(got, truth[0]["actions"])  # sample k is frame k, none shifted

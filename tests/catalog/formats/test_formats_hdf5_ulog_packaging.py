@@ -9,12 +9,12 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import REALDATA
 from hdf5_sources import write_aloha, write_robomimic
 
 from rayform.catalog import Catalog
 from rayform.importers import find_importer
 
+REALDATA = Path(__file__).resolve().parents[3] / ".." / "shared" / "realdata"
 _REGISTER_WITHOUT_TORCH = textwrap.dedent("""
     import json, sys
     sys.modules["torch"] = None  # any `import torch` now raises ImportError
