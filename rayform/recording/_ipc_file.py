@@ -79,7 +79,7 @@ def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Messa
     return reader.read_next_message()
 
 
-def write_ipc_file(sink: BinaryIO, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+def write_ipc_file(sink: pa.NativeFile | BinaryIO, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
     """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
     template = _template(schema, len(batches))
     trailer = len(_TRAILER_MAGIC) + 4
@@ -138,5 +138,5 @@ def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
 
 def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
     """Write the IPC file at ``path`` (the caller makes it atomic)."""
-    with path.open("wb") as sink:
+    with pa.OSFile(str(path), "wb") as sink:
         write_ipc_file(sink, schema, batches)

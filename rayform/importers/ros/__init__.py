@@ -1,5 +1,4 @@
-"""ROS messages as rayform columns: the typed mappings and topic writing the MCAP and rosbag
-importers share, so the same messages register equal whichever container held them."""
+"""ROS messages as rayform columns, shared by the MCAP and rosbag importers (same messages, same columns)."""
 
 from __future__ import annotations
 
