@@ -106,7 +106,7 @@ def spike(ctx: Context, seg: SegmentSeries) -> list[Finding]:
 
 def _tracking_p95(pair: tuple[Series, Series]) -> npt.NDArray[np.float64]:
     state, command = pair
-    return quantiles(np.abs(command.values - state.values), [95.0])[0]
+    return np.asarray(quantiles(np.abs(command.values - state.values), [95.0])[0], dtype=np.float64)
 
 
 def _tracking_by_segment(ctx: Context, column: str) -> dict[str, npt.NDArray[np.float64]]:

@@ -73,12 +73,12 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
         if len(inside) != len(refs):
             dup = np.flatnonzero(np.diff(inside) <= MATCH_TOLERANCE_NS)
             named = f"; frame {int(dup[0])} is repeated" if len(dup) else ""
+            where = "in the episode's span " if seg.video_assets[entity] in shared else ""
             out.append(Finding(
                 check="video.frames", severity="error", segment=seg.segment_id, column=column,
                 value=float(len(inside)), threshold=float(len(refs)),
                 message=(f"camera {entity!r}: the video file has {len(inside)} frames "
-                         f"{'in the episode' + chr(39) + 's span ' if seg.video_assets[entity] in shared else ''}"
-                         f"for {len(refs)} rows{named}")))
+                         f"{where}for {len(refs)} rows{named}")))
     return out
 
 

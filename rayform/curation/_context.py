@@ -62,7 +62,7 @@ def quantiles(values: npt.NDArray[np.float64], qs: list[float]) -> npt.NDArray[n
 
 def nanmedian(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per column of ``[N, D]``: the median, NaN ignored (NaN where a column has none)."""
-    return quantiles(values, [50.0])[0]
+    return np.asarray(quantiles(values, [50.0])[0], dtype=np.float64)
 
 
 def spread(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
