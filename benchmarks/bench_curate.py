@@ -128,6 +128,7 @@ def sql_aggregates(catalog: Catalog) -> None:
     checks = ("values.offset", "series.spike", "episode.idle")
     severities = ("error", "warning", "info")
     previous = None
+    catalog.sql("SELECT 1").to_arrow_table()  # the session is made once per process
     for size in SIZES:
         name = f"findings{size}"
         catalog.create_dataset(name)

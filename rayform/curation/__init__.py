@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rayform.curation._check import Check
-from rayform.curation._clean_slice import write_clean_slice
+from rayform.curation._clean_slice import excluded_ranges, write_clean_slice
 from rayform.curation._curate import all_checks, curate
 from rayform.curation._finding import Finding
 from rayform.curation._result import CurationResult, SegmentVerdict
@@ -15,5 +15,6 @@ __all__ = [
     "SegmentVerdict",
     "all_checks",
     "curate",
+    "excluded_ranges",
     "write_clean_slice",
 ]

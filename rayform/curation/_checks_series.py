@@ -106,7 +106,7 @@ def spike(ctx: Context, seg: SegmentSeries) -> list[Finding]:
 
 def _tracking_p95(pair: tuple[Series, Series]) -> npt.NDArray[np.float64]:
     state, command = pair
-    return quantiles(np.abs(command.values - state.values), [95.0])[0]
+    return np.asarray(quantiles(np.abs(command.values - state.values), [95.0])[0], dtype=np.float64)
 
 
 def _tracking_by_segment(ctx: Context, column: str) -> dict[str, npt.NDArray[np.float64]]:
@@ -127,6 +127,8 @@ def tracking(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     for state, command in _paired(seg):
         usual_all = [v for sid, v in _tracking_by_segment(ctx, state.column).items()
                      if sid != seg.segment_id and v.shape == (state.width,)]
+        if not usual_all:
+            continue
         usual = nanmedian(np.array(usual_all))
         dim_spread = ctx.dataset_spread(state.column, state.width)
         error = np.abs(command.values - state.values)

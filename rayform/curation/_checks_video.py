@@ -36,12 +36,20 @@ def _file_of(seg: SegmentSeries, entity: str) -> Any:
     return seg.data.asset_path(digest)
 
 
+def _probe(ctx: Context, path: Any) -> Any:
+    """The file's frame index (demuxed once per run: both video checks use it)."""
+    from rayform.media import probe_video_asset
+
+    key = (str(path), "probe")
+    if key not in ctx.features:
+        ctx.features[key] = probe_video_asset(path)
+    return ctx.features[key]
+
+
 def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     """The container's frames against the rows' frame references (no decoding). A file no other
     segment uses is the episode's alone, so all its frames count; a shared one (LeRobot v3.0
     packs episodes into one file) counts the frames within the episode's span."""
-    from rayform.media import probe_video_asset
-
     shared = {d for sid, other in ctx.segments.items() if sid != seg.segment_id
               for d in other.video_assets.values()}
     out = []
@@ -51,7 +59,7 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
             continue
         column = f"{entity}:VideoFrameReference:timestamp"
         try:
-            info = probe_video_asset(path)
+            info = _probe(ctx, path)
         except (RayformError, OSError) as err:
             out.append(Finding(check="video.frames", severity="error", segment=seg.segment_id,
                                column=column, message=f"camera {entity!r}: video unreadable: {err}"))
@@ -73,12 +81,12 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
         if len(inside) != len(refs):
             dup = np.flatnonzero(np.diff(inside) <= MATCH_TOLERANCE_NS)
             named = f"; frame {int(dup[0])} is repeated" if len(dup) else ""
+            where = "in the episode's span " if seg.video_assets[entity] in shared else ""
             out.append(Finding(
                 check="video.frames", severity="error", segment=seg.segment_id, column=column,
                 value=float(len(inside)), threshold=float(len(refs)),
                 message=(f"camera {entity!r}: the video file has {len(inside)} frames "
-                         f"{'in the episode' + chr(39) + 's span ' if seg.video_assets[entity] in shared else ''}"
-                         f"for {len(refs)} rows{named}")))
+                         f"{where}for {len(refs)} rows{named}")))
     return out
 
 
@@ -96,15 +104,14 @@ def _windows(count: int, mode: str) -> list[tuple[int, int]]:
     return [(int(a), int(a) + SAMPLE_FRAMES) for a in starts]
 
 
-def _luma_windows(path: Any, count: int, mode: str) -> list[tuple[int, npt.NDArray[np.uint8]]]:
+def _luma_windows(path: Any, count: int, mode: str, info: Any
+                  ) -> list[tuple[int, npt.NDArray[np.uint8]]]:
     """Decoded luma planes ``(frame number, plane)`` of the frames in each window; a window is
     decoded from the keyframe before it (a seek), so a sample costs about its own frames."""
-    from rayform.media import probe_video_asset
     from rayform.media._video_asset import pts_to_ns
     from rayform.media._video_codec import require_av
 
     av = require_av()
-    info = probe_video_asset(path)
     stamps = info.frame_timestamps_ns
     out: list[tuple[int, npt.NDArray[np.uint8]]] = []
     with av.open(str(path)) as container:
@@ -139,7 +146,7 @@ def _content(ctx: Context, seg: SegmentSeries) -> dict[str, dict[str, Any]]:
         if path is None:
             continue
         try:
-            planes = _luma_windows(path, len(rows), ctx.video)
+            planes = _luma_windows(path, len(rows), ctx.video, _probe(ctx, path))
         except (RayformError, OSError, ValueError) as err:
             result[entity] = {"error": str(err)}
             continue

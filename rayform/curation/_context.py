@@ -27,7 +27,7 @@ def runs(mask: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
         return []
     padded = np.concatenate([[False], mask, [False]]).astype(np.int8)
     edges = np.flatnonzero(np.diff(padded))
-    return [(int(a), int(b)) for a, b in zip(edges[::2], edges[1::2], strict=True)]
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist(), strict=True))
 
 
 def longest_repeat(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -36,9 +36,9 @@ def longest_repeat(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
         return np.ones(values.shape[1]) if values.ndim == 2 else np.ones(0)
     same = values[1:] == values[:-1]
     out = np.ones(values.shape[1])
-    for d in range(values.shape[1]):
-        for a, b in runs(same[:, d]):
-            out[d] = max(out[d], b - a + 1)
+    for d in np.flatnonzero(same.any(axis=0)):
+        found = runs(same[:, d])
+        out[d] = 1 + max(b - a for a, b in found)
     return out
 
 
@@ -62,7 +62,9 @@ def quantiles(values: npt.NDArray[np.float64], qs: list[float]) -> npt.NDArray[n
 
 def nanmedian(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Per column of ``[N, D]``: the median, NaN ignored (NaN where a column has none)."""
-    return quantiles(values, [50.0])[0]
+    if len(values) and bool(np.isfinite(values).all()):
+        return np.asarray(np.median(values, axis=0), dtype=np.float64)
+    return np.asarray(quantiles(values, [50.0])[0], dtype=np.float64)
 
 
 def spread(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:

@@ -206,7 +206,7 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         "checks": _check_status(all_checks(), chosen, ctx, video),
     }
     return CurationResult(dataset=view.name, version=version, findings=table,
-                          verdicts=verdicts_of(table, list(segments)), coverage=coverage)
+                          verdicts=verdicts_of(table, view.segment_ids()), coverage=coverage)
 
 
 def _column_counts(segments: dict[str, SegmentSeries]) -> dict[str, int]:

@@ -88,3 +88,26 @@ def test_excluded_range_validation(defect_dataset: DatasetEntry) -> None:
                                             end=1)])
     with pytest.raises(ConfigError, match="after end"):
         ExcludedRange(segment_id=NAN_SEGMENT, timeline="frame_index", start=5, end=1)
+
+
+def test_annotations_exclude_from_a_slice(defect_dataset: DatasetEntry) -> None:
+    from rayform.catalog._slices import create_slice
+    from rayform.curation import excluded_ranges
+
+    catalog = defect_dataset.catalog
+    assert isinstance(catalog, Catalog)
+    defect_dataset.annotate("episode_000009", 50, 80, "failed grasp", who="test")
+    defect_dataset.annotate("episode_000009", 120, 130, "subtask: lift")
+    notes = catalog.sql("SELECT * FROM g1.annotations WHERE label = 'failed grasp'"
+                        ).to_arrow_table()
+    ranges = excluded_ranges(notes)
+    assert {(r.timeline, r.start, r.end) for r in ranges if r.timeline == "frame_index"} == \
+        {("frame_index", 50, 79)}
+    made = create_slice(catalog, defect_dataset, segments=["episode_000009"], exclude=ranges)
+    index = RerunMapDataset(DataSource(made), "frame_index",
+                            {"s": Field(STATE_COLUMN, NumericDecoder())}).sample_index
+    _, values = index.locate(np.arange(len(index)))
+    assert not ((values >= 50) & (values <= 79)).any()
+    span = defect_dataset.segment_record("episode_000009").entities[
+        "/observation.state"].ranges["frame_index"]
+    assert len(values) == span.end - span.start + 1 - 30

@@ -43,6 +43,8 @@ def test_cli_exit_codes(real_dataset: DatasetEntry, capsys: pytest.CaptureFixtur
     assert usage.value.code == 2
     assert main(["--catalog", url, "curate", "g1", "--checks", "video.*", "--video",
                  "off"]) == 3  # nothing checkable: the only checks chosen are off
+    real_dataset.catalog.create_dataset("empty")  # type: ignore[attr-defined]
+    assert main(["--catalog", url, "curate", "empty"]) == 3
 
 
 def test_annotate_cli_and_sql(real_dataset: DatasetEntry,
