@@ -16,6 +16,7 @@ DDL, DML and statements off unless the caller opts in; errors are translated by
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow.dataset as pads
@@ -26,6 +27,7 @@ from rayform.catalog._handle import CatalogHandle
 from rayform.catalog._query_errors import QueryDataFrame, translate_errors
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
+from rayform.errors import QueryError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -46,6 +48,7 @@ class QueryableCatalog(CatalogHandle, Protocol):
 
 
 SEGMENTS_TABLE = "segments"
+_MISSING_TABLE = re.compile(r"table '[^']*' not found")
 INDEX_RANGES_TABLE = "index_ranges"
 
 
@@ -59,12 +62,15 @@ class DatasetSchema(SchemaProvider):
     def _dataset(self) -> Any:
         return self._catalog.get_dataset(self._dataset_name)
 
-    def table_names(self) -> set[str]:
+    # DataFusion 55 reads ``table_names`` as an attribute holding a list (information_schema
+    # failed with "'method' object is not an instance of 'Sequence'"), so it is a property.
+    @property
+    def table_names(self) -> list[str]:  # type: ignore[override]
         ds = self._dataset()
-        return {SEGMENTS_TABLE, INDEX_RANGES_TABLE, *ds.schema().entity_paths()}
+        return [SEGMENTS_TABLE, INDEX_RANGES_TABLE, *sorted(ds.schema().entity_paths())]
 
     def table_exist(self, name: str) -> bool:
-        return name in self.table_names()
+        return name in self.table_names
 
     def table(self, name: str) -> Table | None:
         ds = self._dataset()
@@ -135,9 +141,23 @@ class QueryPlane:
         ctx = self.sync()
         what = f"SQL query {query!r}"
         options = None if allow_statements else read_only_options()
-        with translate_errors(what):
-            frame = ctx.sql(query, options=options, param_values=param_values or None)
+        try:
+            with translate_errors(what):
+                frame = ctx.sql(query, options=options, param_values=param_values or None)
+        except QueryError as err:
+            if _MISSING_TABLE.search(str(err)) is None:
+                raise
+            raise QueryError(f"{err}; {self._tables_hint()}") from err.__cause__
         return QueryDataFrame(frame, what=what)
+
+    def _tables_hint(self) -> str:
+        """What a query can name: the datasets' tables and the catalog's own tables."""
+        datasets = self._catalog.dataset_names()
+        tables = self._catalog.table_names()
+        text = (f"datasets: {datasets}, each a schema with the tables DATASET.segments, "
+                'DATASET.index_ranges and DATASET."/entity/path" (list them with SELECT * FROM '
+                "information_schema.tables)")
+        return text + (f"; tables: {tables}" if tables else "")
 
     def from_arrow(self, table: pa.Table) -> QueryDataFrame:
         """``table`` as a DataFrame of this process's context (errors become ``QueryError``)."""

@@ -10,7 +10,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
 
-from rayform.recording._file import is_recording_file
+from rayform.recording._file import is_recording_file, open_recording
 
 ProgressCallback = Callable[[str], None]
 
@@ -32,6 +32,11 @@ class Importer(ABC):
             rayform.errors.FormatError: the source is corrupt or unsupported (nothing registered).
         """
 
+    def segment_ids(self, path: Path) -> list[str] | None:
+        """The segment ids :meth:`convert` would write, when known without converting; ``None``
+        when only converting tells (a registration then finds duplicates after converting)."""
+        return None
+
 
 class NativeImporter(Importer):
     """Recordings written by :class:`rayform.RecordingWriter` need no conversion."""
@@ -43,3 +48,6 @@ class NativeImporter(Importer):
 
     def convert(self, path: Path, staging: Path) -> list[Path]:
         return [path]
+
+    def segment_ids(self, path: Path) -> list[str] | None:
+        return [open_recording(path)[0].recording_id]
