@@ -61,6 +61,7 @@ from rayform.dataloader import (
     SampleIndex,
 )
 from rayform.dataloader._config import EdgeMode, check_edge
+from rayform.dataloader._empty_space import longest_segment, span_text
 from rayform.dataloader._pipeline import IS_PAD_SUFFIX, META_KEY
 from rayform.dataloader._samplers import EpochSampler
 from rayform.decoders import TextDecoder
@@ -199,6 +200,8 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
                 f"{timeline!r}; pass options=ReadOptions(timeline={tr.timeline!r}) or make "
                 f"the slice with a TimeRange on {timeline!r}"
             )
+        if self._action is not None and self.edge == "trim":
+            _check_horizon(view, timeline, horizon=horizon, fps=self.fps)
         self._map = RerunMapDataset(DataSource(view, time_range=tr, excluded=slice_.excluded),
                                     timeline, fields,
                                     timeline_sampling=FixedRateSampling(
@@ -427,6 +430,25 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         pose = np.concatenate([p.numpy().astype(np.float64) for p in parts], axis=-1)
         converted = convert_pose(pose, self._conventions[segment], self.frame)
         return torch.from_numpy(converted.astype(np.float32))
+
+
+def _check_horizon(view: DatasetView, timeline: str, *, horizon: int, fps: float) -> None:
+    """Refuse an action chunk longer than every segment (it would leave no sample at all).
+
+    Raises:
+        ConfigError: ``(horizon - 1) / fps`` exceeds the longest segment on ``timeline``.
+    """
+    longest = longest_segment(view, timeline)
+    chunk_ns = round((horizon - 1) / fps * 1e9)
+    if longest is not None and chunk_ns > longest.span:
+        frames = int(longest.span * fps / 1e9) + 1
+        raise ConfigError(
+            f"EpisodeDataset has no samples: horizon={horizon} at fps={fps:g} spans "
+            f"{span_text(chunk_ns, temporal=True)} of actions, longer than the longest of the "
+            f"{len(view.segment_ids())} segments, {longest.segment_id!r} "
+            f"({span_text(longest.span, temporal=True)}, {frames} frames at {fps:g} fps); use "
+            f"horizon <= {frames}, or edge='pad' to pad the chunks past each segment's end"
+        )
 
 
 def _first_use(index: SampleIndex, order: npt.NDArray[np.int64],

@@ -74,6 +74,9 @@ def check_catalog(url: str | os.PathLike[str] | Catalog) -> CheckReport:
     checked = 0
     for digest, named_by in sorted(refs.objects.items()):
         where = f"{catalog.url}/{object_key(digest)}"
+        held = refs.held(digest)
+        if held:
+            named_by = f"{named_by}; it holds {held}"
         try:
             path = catalog.store.object_path(digest)
             actual = sha256_file(path)

@@ -29,7 +29,13 @@ from rayform.catalog._lifecycle import (
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
 from rayform.catalog._notes import annotations_table, findings_table
 from rayform.catalog._prefix import RECORDING_SUFFIXES, recordings_under
-from rayform.catalog._preparation import convert_sources, require_distinct, store_layers
+from rayform.catalog._preparation import (
+    convert_sources,
+    refuse_registered,
+    registered_sources,
+    require_distinct,
+    store_layers,
+)
 from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
@@ -236,6 +242,15 @@ class DatasetEntry(DatasetView):
         conflict with the dataset's newest snapshot) is found before any object is stored.
         """
         show = progress if progress is not None else (len(sources) > 1 and sys.stderr.isatty())
+        if policy is not OnDuplicate.REPLACE:  # duplicates found before converting, if possible
+            newest = self._newest()
+            found = [] if newest is None else registered_sources(sources, layers,
+                                                                 newest.index.record)
+            if policy is OnDuplicate.ERROR:
+                refuse_registered(found)
+            done = {f.uri for f in found}
+            kept = [(s, la) for s, la in zip(sources, layers, strict=True) if s.uri not in done]
+            sources, layers = [s for s, _ in kept], [la for _, la in kept]
         inspected = convert_sources(sources, layers, staging, desc=f"register {self._name}",
                                     show=show, options=options)
         if not apply_registration(self._newest(), inspected, policy).touched:  # raises

@@ -8,12 +8,16 @@ object is stored.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
+from rayform.catalog._metadata import SegmentRecord
 from rayform.catalog._registration import (
+    DUPLICATE_FIX,
     PreparedLayer,
+    duplicate_message,
     inspect_layer,
     local_source,
     store_layer,
@@ -41,6 +45,45 @@ def require_distinct(layers: Sequence[PreparedLayer]) -> None:
                 f"and {prep.layer.source_uri}); give each recording a distinct recording id"
             )
         seen[key] = prep
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RegisteredSource:
+    """A source whose every segment already has its layer in the dataset (found unconverted)."""
+
+    uri: str
+    layer_name: str
+    segment_ids: tuple[str, ...]
+
+
+def registered_sources(sources: Sequence[SourceUri], layers: Sequence[str],
+                       record: Callable[[str], SegmentRecord | None]) -> list[RegisteredSource]:
+    """The local sources whose segment ids (read without converting, where the format allows)
+    all hold their layer already (``record``: a segment id's record in the dataset, or None)."""
+    found: list[RegisteredSource] = []
+    for source, layer in zip(sources, layers, strict=True):
+        if source.path is None:
+            continue
+        ids = find_importer(source.path).segment_ids(source.path)
+        if not ids:
+            continue
+        records = [record(i) for i in ids]
+        if all(r is not None and layer in r.layers for r in records):
+            found.append(RegisteredSource(uri=source.uri, layer_name=layer,
+                                          segment_ids=tuple(ids)))
+    return found
+
+
+def refuse_registered(found: Sequence[RegisteredSource], *, fix: str = DUPLICATE_FIX) -> None:
+    """Raise for the first source already registered (``on_duplicate='error'``).
+
+    Raises:
+        DuplicateSegmentError: naming its segment, layer and ``fix``.
+    """
+    if found:
+        first = found[0]
+        raise DuplicateSegmentError(duplicate_message(first.segment_ids[0], first.layer_name,
+                                                      fix=fix))
 
 
 def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging: Path, *,

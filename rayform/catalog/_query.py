@@ -18,6 +18,7 @@ DDL, DML and statements off unless the caller opts in; errors are translated by
 from __future__ import annotations
 
 import os
+import re
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow.dataset as pads
@@ -40,6 +41,7 @@ from rayform.catalog._query_limits import (
 )
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
+from rayform.errors import QueryError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,6 +62,7 @@ class QueryableCatalog(CatalogHandle, Protocol):
 
 
 SEGMENTS_TABLE = "segments"
+_MISSING_TABLE = re.compile(r"table '[^']*' not found")
 INDEX_RANGES_TABLE = "index_ranges"
 
 
@@ -73,13 +76,16 @@ class DatasetSchema(SchemaProvider):
     def _dataset(self) -> Any:
         return self._catalog.get_dataset(self._dataset_name)
 
-    def table_names(self) -> set[str]:
+    # DataFusion 55 reads ``table_names`` as an attribute holding a list (information_schema
+    # failed with "'method' object is not an instance of 'Sequence'"), so it is a property.
+    @property
+    def table_names(self) -> list[str]:  # type: ignore[override]
         ds = self._dataset()
-        return {SEGMENTS_TABLE, INDEX_RANGES_TABLE, FINDINGS_TABLE, ANNOTATIONS_TABLE,
-                *ds.schema().entity_paths()}
+        return [SEGMENTS_TABLE, INDEX_RANGES_TABLE, FINDINGS_TABLE, ANNOTATIONS_TABLE,
+                *sorted(ds.schema().entity_paths())]
 
     def table_exist(self, name: str) -> bool:
-        return name in self.table_names()
+        return name in self.table_names
 
     def table(self, name: str) -> Table | None:
         ds = self._dataset()
@@ -161,9 +167,23 @@ class QueryPlane:
         check_timeout(timeout_s)
         ctx = self.sync()
         options = None if allow_statements else read_only_options()
-        with translate_errors(what), deadline(timeout_s, what=what):
-            frame = ctx.sql(query, options=options, param_values=param_values or None)
+        try:
+            with translate_errors(what), deadline(timeout_s, what=what):
+                frame = ctx.sql(query, options=options, param_values=param_values or None)
+        except QueryError as err:
+            if _MISSING_TABLE.search(str(err)) is None:
+                raise
+            raise QueryError(f"{err}; {self._tables_hint()}") from err.__cause__
         return QueryDataFrame(frame, what=what, timeout_s=timeout_s)
+
+    def _tables_hint(self) -> str:
+        """What a query can name: the datasets' tables and the catalog's own tables."""
+        datasets = self._catalog.dataset_names()
+        tables = self._catalog.table_names()
+        text = (f"datasets: {datasets}, each a schema with the tables DATASET.segments, "
+                'DATASET.index_ranges and DATASET."/entity/path" (list them with SELECT * FROM '
+                "information_schema.tables)")
+        return text + (f"; tables: {tables}" if tables else "")
 
     def from_arrow(self, table: pa.Table) -> QueryDataFrame:
         """``table`` as a DataFrame of this process's context (errors become ``QueryError``)."""

@@ -40,14 +40,28 @@ class Problem:
 
 @dataclass(slots=True)
 class References:
-    """What the metadata names: ``objects`` maps each digest to one file that names it."""
+    """What the metadata names: ``objects`` maps each digest to one file that names it, and
+    ``holders`` each recording or asset to the (dataset, segment, layer)s it holds."""
 
     objects: dict[str, str] = field(default_factory=dict)
     metadata_files: int = 0
     problems: list[Problem] = field(default_factory=list)
+    holders: dict[str, set[tuple[str, str, str]]] = field(default_factory=dict)
 
     def add(self, digest: str, named_by: str) -> None:
         self.objects.setdefault(digest, named_by)
+
+    def add_holder(self, digest: str, *, dataset: str, segment_id: str, layer: str) -> None:
+        self.holders.setdefault(digest, set()).add((dataset, segment_id, layer))
+
+    def held(self, digest: str) -> str:
+        """``"dataset 'g1': segment 'ep_1' (layer 'base')"`` for an object; ``""`` for metadata."""
+        found = sorted(self.holders.get(digest, ()))
+        by_dataset: dict[str, list[str]] = {}
+        for dataset, segment_id, layer in found:
+            by_dataset.setdefault(dataset, []).append(f"{segment_id!r} (layer {layer!r})")
+        return "; ".join(f"dataset {d!r}: segment{'s' if len(s) > 1 else ''} {', '.join(s)}"
+                         for d, s in by_dataset.items())
 
 
 def catalog_references(catalog: Catalog) -> References:
@@ -119,7 +133,7 @@ def _dataset_references(catalog: Catalog, name: str, headers: dict[int, DatasetV
             refs.add(header.segment_index, source)
             if header.segment_index not in seen_indexes:
                 seen_indexes.add(header.segment_index)
-                _index_references(catalog, header, source, refs)
+                _index_references(catalog, name, header, source, refs)
         except RayformError as err:
             refs.problems.append(Problem(where=source, message=str(err)))
 
@@ -142,16 +156,17 @@ def _notes_references(catalog: Catalog, name: str, refs: References) -> None:
             refs.add(digest, source)
 
 
-def _index_references(catalog: Catalog, header: DatasetVersion, source: str,
+def _index_references(catalog: Catalog, dataset: str, header: DatasetVersion, source: str,
                       refs: References) -> None:
     index = read_index(catalog.store, header.segment_index, expected_rows=header.num_segments,
                        source=source)
     named_by = f"{catalog.url}/{object_key(header.segment_index)} (segment index of {source})"
     for record in index.records(index.segment_ids()):
-        for layer in record.layers.values():
-            refs.add(layer.object, named_by)
-            for asset in layer.assets:
-                refs.add(asset, named_by)
+        for layer_name, layer in record.layers.items():
+            for digest in (layer.object, *layer.assets):
+                refs.add(digest, named_by)
+                refs.add_holder(digest, dataset=dataset, segment_id=record.segment_id,
+                                layer=layer_name)
 
 
 def _slice_references(catalog: Catalog, refs: References) -> set[tuple[str, int]]:

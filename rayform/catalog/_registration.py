@@ -63,6 +63,14 @@ class OnDuplicate(str, Enum):
     REPLACE = "replace"
 
 
+DUPLICATE_FIX = "pass on_duplicate='replace' to overwrite it or 'skip' to keep it"
+"""How a Python caller resolves a duplicate; the command line says it with its own options."""
+
+
+def duplicate_message(segment_id: str, layer_name: str, *, fix: str = DUPLICATE_FIX) -> str:
+    return f"segment {segment_id!r} layer {layer_name!r} is already registered; {fix}"
+
+
 def registration_request(uris: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                          layer_name: str | Sequence[str], on_duplicate: OnDuplicate | str, *,
                          caller: str) -> tuple[list[SourceUri], list[str], OnDuplicate]:
@@ -398,10 +406,7 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
         existing = updated.get(prep.segment_id) or index.record(prep.segment_id)
         if existing is not None and prep.layer_name in existing.layers:
             if on_duplicate is OnDuplicate.ERROR:
-                raise DuplicateSegmentError(
-                    f"segment {prep.segment_id!r} layer {prep.layer_name!r} is already registered; "
-                    "pass on_duplicate='replace' to overwrite it or 'skip' to keep it"
-                )
+                raise DuplicateSegmentError(duplicate_message(prep.segment_id, prep.layer_name))
             if on_duplicate is OnDuplicate.SKIP:
                 continue
         layers = dict(existing.layers) if existing else {}

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import os
+import re
 import sys
+import warnings
 from collections.abc import Sequence
+from typing import NoReturn, TextIO
 
 import rayform
 from rayform.cli import (
@@ -38,8 +42,31 @@ examples:
 """
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with "did you mean" for a mistyped command or choice."""
+
+    def error(self, message: str) -> NoReturn:
+        wrong = _INVALID_CHOICE.search(message)
+        if wrong:
+            choices = re.findall(r"'([^']*)'", wrong[2])
+            close = difflib.get_close_matches(wrong[1], choices, n=1)
+            if close:
+                message = (f"{message.split(':', 1)[0]}: no such choice {wrong[1]!r}; did you "
+                           f"mean {close[0]!r}? (choose from {', '.join(choices)})")
+        super().error(message)
+
+
+_INVALID_CHOICE = re.compile(r"invalid choice: '([^']*)' \(choose from (.*)\)")
+
+
+def show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: TextIO | None = None, line: str | None = None) -> None:
+    """A warning as the command's own line: ``warning: …`` (no source line, no class name)."""
+    print(f"warning: {message}", file=sys.stderr if file is None else file)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rayform", description=DESCRIPTION, epilog=EPILOG,
+    parser = Parser(prog="rayform", description=DESCRIPTION, epilog=EPILOG,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"rayform {rayform.__version__}",
                         help="print the version and exit")
@@ -66,6 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     prog = " ".join(["rayform", args.command, *([args.slices_command]
                                                  if args.command == "slices" else [])])
+    with warnings.catch_warnings():
+        warnings.showwarning = show_warning
+        return _run(args, prog)
+
+
+def _run(args: argparse.Namespace, prog: str) -> int:
     try:
         return int(args.func(args))
     except UsageError as err:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.console import Console
 from rich.text import Text
 
@@ -29,6 +30,8 @@ FORMATS = ("table", "csv", "json")
 TERMINAL_LIST_ITEMS = 8
 DEFAULT_WIDTH = 80
 TERMINAL_HEIGHT = 25
+NS_PER_S = 1_000_000_000
+_NS_PER_UNIT = {"s": NS_PER_S, "ms": 1_000_000, "us": 1_000, "ns": 1}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,9 +180,44 @@ def json_text(table: pa.Table, *, limit: int | None = None) -> str:
     return "[\n" + ",\n".join(rows) + "\n]\n" if rows else "[]\n"
 
 
+def seconds_text(ns: int) -> str:
+    """A duration in nanoseconds as exact decimal seconds: ``7333333333 -> "7.333333333s"``."""
+    whole, frac = divmod(abs(ns), NS_PER_S)
+    digits = f"{frac:09d}".rstrip("0")
+    return f"{'-' if ns < 0 else ''}{whole}{'.' + digits if digits else ''}s"
+
+
+def printable(table: pa.Table, *, text: bool) -> pa.Table:
+    """``table`` with its time columns as values every format prints exactly.
+
+    Timestamps become ISO text (``T`` between date and time unless ``text``); durations become
+    exact seconds, as text (``"7.333333333s"``) in tables, else as numbers. Arrow's own Python
+    values of nanosecond times are lossy (microseconds) or fail outright.
+    """
+    for i, field in enumerate(table.schema):
+        kind = field.type
+        column = table.column(i)
+        if pa.types.is_timestamp(kind):
+            fmt = "%Y-%m-%d %H:%M:%S" if text else "%Y-%m-%dT%H:%M:%S"
+            fmt += "%z" if kind.tz else ""
+            value = pc.strftime(column, format=fmt)
+        elif pa.types.is_duration(kind):
+            ns = pc.multiply(column.cast(pa.int64()), _NS_PER_UNIT[kind.unit])
+            if text:
+                value = pa.array([None if v is None else seconds_text(v) for v in ns.to_pylist()],
+                                 pa.string())
+            else:
+                value = pc.divide(ns.cast(pa.float64()), float(NS_PER_S))
+        else:
+            continue
+        table = table.set_column(i, pa.field(field.name, value.type), value)
+    return table
+
+
 def print_table(table: pa.Table, output: OutputFormat, *, stream: TextIO | None = None) -> None:
     """Print ``table`` to ``stream`` (standard output) in ``output``'s format."""
     out = stream if stream is not None else sys.stdout
+    table = printable(table, text=output.format == "table")
     if output.format == "csv":
         out.write(csv_text(table, limit=output.limit))
     elif output.format == "json":

@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING
 
 from rayform.cli._args import add_command, catalog_url
 
+CLI_DUPLICATE_FIX = ("pass --on-duplicate replace to overwrite it, or --on-duplicate skip to keep "
+                     "it")
+SHOWN_IDS = 10
+
 if TYPE_CHECKING:
     from rayform.catalog import Catalog, ImportOptions
     from rayform.catalog._registration import OnDuplicate, PreparedLayer
@@ -61,8 +65,9 @@ def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str
 
 def cmd_register(args: argparse.Namespace) -> int:
     from rayform.catalog import Catalog
-    from rayform.catalog._registration import registration_request
-    from rayform.errors import ConfigError, EntryNotFoundError
+    from rayform.catalog._preparation import refuse_registered, registered_sources
+    from rayform.catalog._registration import DUPLICATE_FIX, OnDuplicate, registration_request
+    from rayform.errors import ConfigError, DuplicateSegmentError, EntryNotFoundError
 
     cat = Catalog.open(catalog_url(args))
     options = import_options(args)
@@ -77,9 +82,25 @@ def cmd_register(args: argparse.Namespace) -> int:
     if args.ray is not None and options.given():
         raise ConfigError("--fps and --mapping are not passed to Ray tasks yet; register these "
                           "sources without --ray")
-    ray = connect_ray(args)
     if exists:
         dataset = cat.get_dataset(args.dataset)
+        known = set(dataset.segment_ids())
+        found = registered_sources(paths, layers,
+                                   lambda i: dataset.segment_record(i) if i in known else None)
+        if policy is OnDuplicate.ERROR:
+            refuse_registered(found, fix=CLI_DUPLICATE_FIX)
+        if policy is OnDuplicate.SKIP and found:
+            done = {f.uri for f in found}
+            args.paths = [u for u, s in zip(args.paths, paths, strict=True) if s.uri not in done]
+            for item in found:
+                print(f"skipped {item.uri}: already registered in layer {item.layer_name!r} "
+                      f"({', '.join(shown_ids(list(item.segment_ids)))})", file=sys.stderr)
+    if not args.paths:
+        print(f"registered nothing into {args.dataset!r}: all {len(paths)} source(s) are there "
+              "already; --on-duplicate replace overwrites them")
+        return 0
+    ray = connect_ray(args)
+    if exists:
         if ray:
             from rayform.ray import register_many
 
@@ -99,10 +120,21 @@ def cmd_register(args: argparse.Namespace) -> int:
         dataset = cat.create_dataset(args.dataset, exist_ok=True)
         print(f"created dataset {args.dataset!r}", file=sys.stderr)
         handle = dataset.register_prepared(prepared, on_duplicate=policy)
-    ids = handle.wait().segment_ids
-    print(f"registered {len(ids)} segment(s) into {args.dataset!r}: "
-          + ", ".join(ids[:10]) + (" …" if len(ids) > 10 else ""))
+    try:
+        ids = handle.wait().segment_ids
+    except DuplicateSegmentError as err:  # found only after converting (formats without ids)
+        raise DuplicateSegmentError(str(err).replace(DUPLICATE_FIX, CLI_DUPLICATE_FIX)) from err
+    if ids:
+        print(f"registered {len(ids)} segment(s) into {args.dataset!r}: "
+              + ", ".join(shown_ids(ids)))
+    else:
+        print(f"registered nothing into {args.dataset!r}: every segment is there already "
+              "(--on-duplicate skip); --on-duplicate replace overwrites them")
     return 0
+
+
+def shown_ids(ids: list[str]) -> list[str]:
+    return ids[:SHOWN_IDS] + ([f"… {len(ids) - SHOWN_IDS} more"] if len(ids) > SHOWN_IDS else [])
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -127,7 +127,8 @@ class Field:
     max_staleness: int | float | None = None
 
     def __post_init__(self) -> None:
-        if not isinstance(self.path, str) or ":" not in self.path:
+        # An entity path passes here: the dataset it meets names its columns (_field_columns).
+        if not isinstance(self.path, str) or not self.path:
             raise ConfigError(
                 f"Field.path must be a column name '<entity>:<Archetype>:<component>', got "
                 f"{self.path!r}; see dataset.schema().component_columns()"

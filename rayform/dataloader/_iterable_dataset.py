@@ -151,7 +151,7 @@ class RerunIterableDataset(IterableDataset[Sample]):
             self._pipeline = build_pipeline(source, index, fields,
                                             timeline_sampling=timeline_sampling,
                                             decode_threads=decode_threads, edge=edge,
-                                            sample_metadata=sample_metadata)
+                                            sample_metadata=sample_metadata, what="RerunIterableDataset")
             self._order = LiveOrder(shuffle_strategy or SampleShuffle(),
                                     fetch_block_size=int(fetch_block_size), seed=seed,
                                     stable=stable_order, max_skipped=max_skipped)

@@ -67,7 +67,7 @@ class RerunMapDataset(Dataset[Sample]):
             self._pipeline = build_pipeline(source, index, fields,
                                             timeline_sampling=timeline_sampling,
                                             decode_threads=decode_threads, edge=edge,
-                                            sample_metadata=sample_metadata)
+                                            sample_metadata=sample_metadata, what="RerunMapDataset")
         else:
             self._pipeline = replay_pipeline(manifest, source, index, fields,
                                              timeline_sampling=timeline_sampling,

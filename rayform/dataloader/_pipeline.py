@@ -56,6 +56,7 @@ from rayform.dataloader._decode_policy import (
     apply_decode_policy,
     check_decode_policy,
 )
+from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
 from rayform.dataloader._gather import dense_column, dense_values, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
@@ -156,6 +157,7 @@ class SamplePipeline:
         for key, field in fields.items():
             if not isinstance(key, str) or not key:
                 raise ConfigError(f"field keys must be non-empty strings, got {key!r}")
+            check_field_column(key, field, schema)
             column_type = schema.field(field.path).type
             keyframe_path = field.prior_keyframe_path
             if keyframe_path is not None and keyframe_path not in schema.component_columns():

@@ -454,7 +454,7 @@ def window_extent(fields: Mapping[str, Field], index: str, *, temporal: bool) ->
     return lo, hi
 
 
-def _column_int64(ranges: pa.Table, name: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
+def column_int64(ranges: pa.Table, name: str) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_]]:
     col = ranges.column(name).combine_chunks()
     valid = np.asarray(col.is_valid().to_numpy(zero_copy_only=False), dtype=np.bool_)
     if not pa.types.is_int64(col.type):
@@ -506,8 +506,8 @@ def _from_ranges(ranges: pa.Table, index: str, kind: str, ns_per_sample: int | N
             f"the index ranges have no {start_col!r}/{end_col!r} columns; columns: "
             f"{ranges.column_names}"
         )
-    starts, start_ok = _column_int64(ranges, start_col)
-    ends, end_ok = _column_int64(ranges, end_col)
+    starts, start_ok = column_int64(ranges, start_col)
+    ends, end_ok = column_int64(ranges, end_col)
     step = 1 if ns_per_sample is None else ns_per_sample
     lo = starts - extent[0]
     hi = ends + tolerance_ns - extent[1]

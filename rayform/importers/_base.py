@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from rayform.importers._options import ImportOptions
-from rayform.recording._file import is_recording_file
+from rayform.recording._file import is_recording_file, open_recording
 
 ProgressCallback = Callable[[str], None]
 
@@ -40,6 +40,11 @@ class Importer(ABC):
         """This importer with ``options`` applied (importers that read none return themselves)."""
         return self
 
+    def segment_ids(self, path: Path) -> list[str] | None:
+        """The segment ids :meth:`convert` would write, when known without converting; ``None``
+        when only converting tells (a registration then finds duplicates after converting)."""
+        return None
+
 
 class NativeImporter(Importer):
     """Recordings written by :class:`rayform.RecordingWriter` need no conversion."""
@@ -51,3 +56,6 @@ class NativeImporter(Importer):
 
     def convert(self, path: Path, staging: Path) -> list[Path]:
         return [path]
+
+    def segment_ids(self, path: Path) -> list[str] | None:
+        return [open_recording(path)[0].recording_id]

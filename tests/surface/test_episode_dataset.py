@@ -335,3 +335,15 @@ def test_spawned_workers(guide_catalog: rayform.Catalog) -> None:
     batches = list(loader)
     assert unbatch(batches) == keys_of([ds[i] for i in range(len(ds))])
     assert batches[0]["action"].shape == (8, 3, 7)
+
+
+def test_a_horizon_longer_than_every_episode_is_refused(guide_catalog: rayform.Catalog) -> None:
+    slice_ = rayform.Client(guide_catalog).slices.create("robots")
+    with pytest.raises(ConfigError, match=r"EpisodeDataset has no samples: horizon=1000 at fps=15 "
+                                          r"spans 66.6 s.*longest of the 3 segments.*"
+                                          r"use horizon <= 3\d, or edge='pad'"):
+        rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints/position_delta", fps=15,
+                                     horizon=1000)
+    padded = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints/position_delta",
+                                          fps=15, horizon=1000, edge="pad")
+    assert len(padded) > 0

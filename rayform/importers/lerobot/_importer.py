@@ -42,6 +42,10 @@ class LeRobotImporter(Importer):
     def sniff(self, path: Path) -> bool:
         return path.is_dir()
 
+    def segment_ids(self, path: Path) -> list[str] | None:
+        episodes = read_episodes(read_info(path))
+        return [segment_id_for_episode(e.index) for e in episodes if e.data_path.is_file()]
+
     def convert(self, path: Path, staging: Path) -> list[Path]:
         info = read_info(path)
         tasks = read_tasks(info)

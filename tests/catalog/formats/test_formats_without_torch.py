@@ -12,8 +12,8 @@ import pytest
 from format_sources import synthetic_frames, write_lerobot_v21, write_lerobot_v30
 from mcap_sources import write_ros2_mcap
 from recording_factories import RobotEpisode, write_robot_episode
-from rosbag_sources import write_ros1_bag, write_rosbag2
 from rlds_sources import SyntheticEpisode, write_rlds_builder
+from rosbag_sources import write_ros1_bag, write_rosbag2
 from rrd_sources import write_rrd
 from zarr_sources import write_replay_buffer
 
