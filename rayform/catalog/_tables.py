@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from rayform.catalog._metadata import SegmentRecord
 from rayform.catalog._schema import INDEX_TYPES, ContentFilter
 from rayform.catalog._segment_data import SegmentData
+from rayform.recording._file import fits_arrow
 from rayform.recording._columns import (
     LAST_UPDATED_AT,
     LAYER_NAMES,
@@ -41,7 +42,8 @@ def _property_type(values: list[Any]) -> pa.DataType:
     if all(isinstance(v, bool) for v in present):
         return pa.bool_()
     if all(isinstance(v, int) and not isinstance(v, bool) for v in present):
-        return pa.int64()
+        # A crafted catalog's int beyond int64 makes the column text rather than every read fail.
+        return pa.int64() if all(fits_arrow(v) for v in present) else pa.string()
     if all(isinstance(v, int | float) and not isinstance(v, bool) for v in present):
         return pa.float64()
     return pa.string()

@@ -30,6 +30,14 @@ READABLE_FORMAT_VERSIONS: Final = (1, 2)
 RECORDING_SUFFIX = ".rfr"
 
 PropertyValue = str | int | float | bool | None
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+
+
+def fits_arrow(value: PropertyValue) -> bool:
+    """Whether a property value fits the Arrow column it becomes (an int must fit int64)."""
+    return not isinstance(value, int) or isinstance(value, bool) or (
+        INT64_MIN <= value <= INT64_MAX)
 
 
 class EntityRows(BaseModel):

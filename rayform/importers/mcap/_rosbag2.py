@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from rayform._optional import require
-from rayform.errors import CorruptRecordingError, FormatError
+from rayform.errors import FormatError
+from rayform.importers._rosbag2_metadata import (
+    ROSBAG2_METADATA,
+    listed_files,
+    load_bag_information,
+)
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
-ROSBAG2_METADATA = "metadata.yaml"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,22 +46,13 @@ def resolve_source(path: Path) -> McapSource:
     if path.is_file():
         return McapSource(name=path.stem, files=(path,), properties={"source_file": path.name})
     meta_path = path / ROSBAG2_METADATA
-    yaml: Any = require("yaml", extra="mcap", feature="Reading rosbag2 metadata.yaml")
-    try:
-        meta = yaml.safe_load(meta_path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise CorruptRecordingError(f"{meta_path}: not valid YAML: {err}") from err
-    info = meta.get("rosbag2_bagfile_information") if isinstance(meta, dict) else None
-    if not isinstance(info, dict):
-        raise FormatError(f"{meta_path}: no 'rosbag2_bagfile_information' mapping; this is not a "
-                          "rosbag2 metadata file")
+    info = load_bag_information(meta_path)
     storage = str(info.get("storage_identifier", "mcap"))
     if storage != "mcap":
         raise FormatError(
             f"{path}: rosbag2 storage {storage!r} is not supported; convert the bag to MCAP with "
             "'ros2 bag convert' (storage_id: mcap)")
-    listed = info.get("relative_file_paths") or []
-    files = [path / str(rel) for rel in listed] if listed else sorted(path.glob("*.mcap"))
+    files = listed_files(path, info, meta_path=meta_path) or sorted(path.glob("*.mcap"))
     missing = [f for f in files if not f.is_file()]
     if missing:
         raise FormatError(f"{meta_path}: lists {len(missing)} missing file(s), e.g. {missing[0]}; "
