@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 from rayform.catalog._metadata import SegmentRecord
 from rayform.catalog._schema import INDEX_TYPES, ContentFilter
 from rayform.catalog._segment_data import SegmentData
-from rayform.recording._file import fits_arrow
 from rayform.recording._columns import (
     LAST_UPDATED_AT,
     LAYER_NAMES,
@@ -33,6 +32,7 @@ from rayform.recording._columns import (
     TimelineKind,
     entity_of,
 )
+from rayform.recording._file import fits_arrow
 
 
 def _property_type(values: list[Any]) -> pa.DataType:

@@ -28,7 +28,7 @@ MAX_LISTED_FILES = 100_000
 def _safe_loader(yaml: Any) -> Any:
     """PyYAML's SafeLoader that refuses anchors and aliases (they can expand exponentially)."""
 
-    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined]
+    class NoAliasLoader(yaml.SafeLoader):  # type: ignore[misc]
         def compose_node(self, parent: Any, index: Any) -> Any:
             event = self.peek_event()
             if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
@@ -57,7 +57,7 @@ def load_bag_information(meta_path: Path) -> dict[str, Any]:
         raise CorruptRecordingError(f"{meta_path}: larger than {MAX_METADATA_BYTES} bytes; a "
                                     "rosbag2 metadata file is a few kilobytes")
     try:
-        meta = yaml.load(raw.decode("utf-8"), Loader=_safe_loader(yaml))  # noqa: S506 (safe)
+        meta = yaml.load(raw.decode("utf-8"), Loader=_safe_loader(yaml))
     except (yaml.YAMLError, UnicodeDecodeError, RecursionError) as err:
         raise CorruptRecordingError(f"{meta_path}: not valid rosbag2 metadata YAML: {err}"
                                     ) from err
