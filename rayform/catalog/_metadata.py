@@ -24,7 +24,8 @@ from pydantic import (
 
 from rayform._digest import Digest
 from rayform.recording._columns import TimelineKind
-from rayform.recording._file import PropertyValue
+from rayform.recording._file import PropertyValue as RawPropertyValue
+from rayform.recording._file import fits_arrow
 from rayform.recording._names import validate_entry_name, validate_layer_name, validate_segment_id
 
 # Names and ids read from metadata are untrusted: each is validated like one typed by a user.
@@ -33,6 +34,18 @@ SegmentId = Annotated[str, AfterValidator(validate_segment_id)]
 LayerName = Annotated[str, AfterValidator(validate_layer_name)]
 EntryId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{32}$")]
 SegmentVersionId = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{16}$")]
+
+
+
+
+def _within_int64(value: RawPropertyValue) -> RawPropertyValue:
+    if not fits_arrow(value):
+        raise ValueError(f"property value {str(value)[:40]} does not fit a 64-bit integer")
+    return value
+
+
+# A property as stored: an integer must fit the int64 column it becomes.
+PropertyValue = Annotated[RawPropertyValue, AfterValidator(_within_int64)]
 
 
 class _Strict(BaseModel):

@@ -24,7 +24,7 @@ from typing import Any, Final
 import pyarrow as pa
 
 from rayform.errors import SchemaConflictError
-from rayform.recording._file import PropertyValue
+from rayform.recording._file import PropertyValue, fits_arrow
 
 PROPERTY_SCHEMA_KEY: Final = b"rayform:property_schema"
 """Dataset schema metadata: base64 of the Arrow IPC schema of its properties (one field each)."""
@@ -123,8 +123,8 @@ def property_column(values: list[Any], t: pa.DataType | None) -> pa.Array:
     the type inferred from the values when ``t`` is None."""
     if t is None:
         t = inferred_property_types({"p": v} for v in values).get("p", pa.null())
-    if pa.types.is_null(t):
-        t = pa.string()
+    if pa.types.is_null(t) or not all(fits_arrow(v) for v in values):
+        t = pa.string()  # a crafted catalog's int beyond int64: text rather than every read failing
     if pa.types.is_list(t):
         values = [v if v is None or isinstance(v, list) else [v] for v in values]
     elif pa.types.is_string(t):

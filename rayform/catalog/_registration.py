@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -39,6 +40,7 @@ from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
 from rayform.errors import (
     ConfigError,
+    ConversionWarning,
     CorruptRecordingError,
     DuplicateSegmentError,
     InvalidNameError,
@@ -46,7 +48,7 @@ from rayform.errors import (
 )
 from rayform.recording._checksum import verify_recording
 from rayform.recording._columns import TimelineKind
-from rayform.recording._file import PropertyValue, RecordingHeader, open_recording
+from rayform.recording._file import PropertyValue, RecordingHeader, fits_arrow, open_recording
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._widening import merged_type
 from rayform.recording._writer import asset_dir_for
@@ -185,13 +187,27 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
         registered_at_ns=time.time_ns(),
         source_uri=source_uri,
         assets={},
-        properties=dict(header.properties),
+        properties=fitted_properties(header.properties, source=str(recording)),
         entities=entities,
     )
     return PreparedLayer(segment_id=header.recording_id, layer_name=layer_name, layer=layer,
                          timelines=dict(header.timelines), schema=_layer_schema(header, table),
                          source=recording, asset_sources=tuple(asset_sources),
                          request_uri=request_uri)
+
+
+def fitted_properties(properties: dict[str, PropertyValue], *, source: str
+                      ) -> dict[str, PropertyValue]:
+    """``properties`` with every integer beyond int64 kept as its decimal text (with a warning):
+    stored as is, one value would break every read of the segment table."""
+    out: dict[str, PropertyValue] = {}
+    for name, value in properties.items():
+        if not fits_arrow(value):
+            warnings.warn(f"{source}: property {name!r} = {str(value)[:40]} does not fit a 64-bit "
+                          "integer; it is stored as text", ConversionWarning, stacklevel=2)
+            value = str(value)
+        out[name] = value
+    return out
 
 
 _VERIFIED_MAX = 4096

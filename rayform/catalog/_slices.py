@@ -29,8 +29,8 @@ from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, view_at_version
 from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
 from rayform.catalog._query import read_only_options
-from rayform.catalog._query_limits import check_query_size, new_session_context
 from rayform.catalog._query_errors import translate_errors
+from rayform.catalog._query_limits import check_query_size, new_session_context
 from rayform.catalog._tables import entity_ranges
 from rayform.catalog._versions import entry_key, version_key
 from rayform.errors import (

@@ -28,6 +28,7 @@ from rayform.dataloader._pipeline import SamplePipeline
 from rayform.dataloader._pipeline_build import build_pipeline
 from rayform.dataloader._sample_index import FixedRateSampling, SampleIndex
 from rayform.dataloader._worker_process import settle_worker_process
+from rayform.errors import DecodeError
 
 
 class RerunMapDataset(Dataset[Sample]):
@@ -130,10 +131,20 @@ class RerunMapDataset(Dataset[Sample]):
 
         Raises:
             IndexError: an index is negative or ``>= len(self)``.
-            DecodeError: a sample's data cannot be decoded and ``on_decode_error='raise'``.
+            DecodeError: a sample's data cannot be decoded and ``on_decode_error='raise'``;
+                with ``'skip'``, when every sample of the batch failed.
         """
         if self._pipeline.decode_errors == "skip":
             samples = self._pipeline.process_dropping_failures(self._global(indices))
+            if not samples and len(indices):
+                # torch's DataLoader collates every batch its sampler makes: an empty one would
+                # end the epoch in an IndexError inside default_collate.
+                raise DecodeError(
+                    f"dataset {self._pipeline.view.name!r}: all {len(indices)} samples of the "
+                    f"batch {list(indices)[:8]} could not be decoded and were skipped, leaving "
+                    "an empty batch, which a map dataset cannot drop; use "
+                    "RerunIterableDataset(batch_size=…), which leaves empty batches out, or "
+                    "on_decode_error='none' (keep None), or repair the segments")
         else:
             samples = self._pipeline.process(self._global(indices))
         if self._read_ahead_pid != os.getpid():

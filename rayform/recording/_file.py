@@ -35,6 +35,16 @@ RECORDING_SUFFIX = ".rfr"
 PropertyScalar = str | int | float | bool | None
 PropertyValue = PropertyScalar | list[PropertyScalar]
 """A segment property: a scalar, or a list of scalars (a Rerun property of several values)."""
+INT64_MIN: Final = -(1 << 63)
+INT64_MAX: Final = (1 << 63) - 1
+
+
+def fits_arrow(value: PropertyValue) -> bool:
+    """Whether a property value fits the Arrow column it becomes (an int must fit int64)."""
+    if isinstance(value, list):
+        return all(fits_arrow(v) for v in value)
+    return not isinstance(value, int) or isinstance(value, bool) or (
+        INT64_MIN <= value <= INT64_MAX)
 
 
 class EntityRows(BaseModel):
