@@ -157,3 +157,15 @@ def test_conflicting_property_types_are_refused(catalog: Catalog, tmp_path: Path
         ds.register([write_properties(tmp_path / "c.rrd", "c", n=4),
                      write_properties(tmp_path / "d.rrd", "d", n=pa.array([True]))]).wait()
     assert ds.refresh().segment_table().to_arrow_table().equals(before)
+
+
+def test_exported_rrd_keeps_typed_properties(catalog: Catalog, tmp_path: Path) -> None:
+    from rayform.exporters import export_rrd
+
+    ds = catalog.create_dataset("props")
+    ds.register(write_properties(tmp_path / "p.rrd", "p1", test=[1.0, 2.0, 3.0], n=3)).wait()
+    export_rrd(ds, "p1", tmp_path / "out.rrd")
+    again = catalog.create_dataset("again")
+    again.register(tmp_path / "out.rrd").wait()
+    row = again.segment_table().to_arrow_table().to_pylist()[0]
+    assert row["property:meta:test"] == [1.0, 2.0, 3.0] and row["property:meta:n"] == 3

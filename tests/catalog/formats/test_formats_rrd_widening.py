@@ -56,9 +56,11 @@ def test_struct_missing_a_field_merges_and_reads_null(catalog: Catalog, tmp_path
     rows = table.column("/x:v").to_pylist()
     assert rows[0] == [{"a": 1, "b": 2.0, "c": None}]
     assert rows[-1] == [{"a": 3, "b": 4.0, "c": "z"}]
-    # SQL over the reader and the data plane see the dataset's type too.
-    sql = catalog.from_arrow(table).to_arrow_table()
+    # SQL (the entity's table) and the data plane see the dataset's type too.
+    sql = catalog.sql('SELECT rerun_segment_id, "/x:v" FROM widen."/x" '
+                      "ORDER BY rerun_segment_id").to_arrow_table()
     assert sql.schema.field("/x:v").type == column.type
+    assert sql.column("/x:v").to_pylist()[0] == [{"a": 1, "b": 2.0, "c": None}]
     rows_s1 = ds.open_segment("s1").column("/x:v", "frame").values
     assert rows_s1.type == column.type and rows_s1.to_pylist()[0] == [{"a": 1, "b": 2.0, "c": None}]
 
