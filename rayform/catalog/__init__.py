@@ -30,6 +30,7 @@ from rayform.catalog._statistics import (
     compute_statistics,
 )
 from rayform.catalog._table_entry import TableEntry
+from rayform.catalog._unregistration import UnregistrationHandle, UnregistrationResult
 from rayform.importers import Importer, ImportOptions, register_importer
 from rayform.recording import RecordingWriter
 from rayform.storage import index_catalog
@@ -63,6 +64,8 @@ __all__ = [
     "SliceSegment",
     "TableEntry",
     "TimeRange",
+    "UnregistrationHandle",
+    "UnregistrationResult",
     "check_catalog",
     "compute_statistics",
     "gc_catalog",

@@ -25,6 +25,7 @@ from rayform.catalog._lifecycle import (
     delete_dataset,
     read_entry,
     rename_dataset,
+    rename_landed,
 )
 from rayform.catalog._metadata import DatasetVersion, EntryMeta
 from rayform.catalog._notes import annotations_table, findings_table
@@ -454,7 +455,13 @@ def view_at_version(catalog: CatalogHandle, name: str, version: int) -> DatasetV
             f"dataset {name!r} has no snapshot {version!r}; committed snapshots are "
             f"1..{newest} (see snapshot_version)"
         ) from None
+    if snapshot.header.renamed_from is not None and not rename_landed(catalog.store, name,
+                                                                      snapshot.header):
+        raise EntryNotFoundError(
+            f"dataset {name!r}: snapshot {version} was written by a rename that never completed; "
+            "it holds no data of this dataset"
+        )
     return DatasetView(catalog, name, snapshot)
 
 __all__ = ["INDEX_TYPES", "DatasetEntry", "DatasetView", "RegistrationHandle", "RegistrationResult",
-           "SegmentRegistrationResult", "UnregistrationHandle", "UnregistrationResult"]
+           "SegmentRegistrationResult"]

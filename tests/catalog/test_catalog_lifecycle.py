@@ -122,6 +122,8 @@ def test_a_crashed_rename_is_voided_by_the_next_writer(catalog: Catalog,
     fleet = catalog.create_dataset("fleet")  # the writer voids the pending rename first
     assert fleet.segment_ids() == [] and fleet.snapshot_version == 2
     assert latest_version_number(store, "robots") == 2  # its slot 2 is taken by a copy
+    with pytest.raises(EntryNotFoundError, match="rename that never completed"):
+        fleet.at_version(1)
     assert catalog.get_dataset("robots").segment_ids() == ["ep0", "ep1", "ep2"]
     assert check_catalog(catalog).ok
 

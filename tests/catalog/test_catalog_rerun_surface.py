@@ -1,5 +1,5 @@
 """Rerun catalog calls rayform answers too: ``register_prefix``, ``TableEntry.to_arrow_reader``,
-``register([])``'s error."""
+and registration errors in Rerun's words (``register([])``: tests/catalog/test_catalog_bad_input.py)."""
 
 from __future__ import annotations
 
@@ -34,11 +34,6 @@ def test_register_prefix_registers_every_recording_below_a_folder(
         ds.register_prefix(str(root / "ep0.rfr"))
     with pytest.raises(ConfigError, match="cannot be listed"):
         ds.register_prefix("https://example.com/recordings/")
-
-
-def test_register_without_sources_is_a_value_error(catalog: Catalog) -> None:
-    with pytest.raises(ValueError, match="no data sources to register"):
-        catalog.create_dataset("d").register([])
 
 
 def test_table_to_arrow_reader_streams_each_part(catalog: Catalog) -> None:
