@@ -7,6 +7,6 @@ which one reads a path. Optional packages (rerun-sdk, mcap, PyAV) are imported o
 from __future__ import annotations
 
 from rayform.importers._base import Importer
-from rayform.importers._registry import find_importer, register_importer
+from rayform.importers._registry import ImporterRegistration, find_importer, register_importer
 
-__all__ = ["Importer", "find_importer", "register_importer"]
+__all__ = ["Importer", "ImporterRegistration", "find_importer", "register_importer"]

@@ -299,3 +299,17 @@ def test_mutated_records_with_valid_crcs_never_escape_as_raw_errors(tmp_path: Pa
         except FormatError:  # CorruptRecordingError and kin: named, never a raw traceback
             outcomes["refused"] += 1
     assert outcomes["refused"] > 0 and sum(outcomes.values()) == 150
+
+
+def test_an_importer_registered_in_a_with_block_is_taken_out_after_it(tmp_path: Path,
+                                                                      catalog: Catalog) -> None:
+    root = write_rlds_builder(tmp_path / "b", {"train": [[SyntheticEpisode(2, 1)]]})
+    before = list(_registry._REGISTRY)
+    with register_importer(RldsImporter(fps=4)) as importer:
+        assert find_importer(root) is importer
+        catalog.create_dataset("timed").register(root)
+    assert before == _registry._REGISTRY and find_importer(root) is not importer
+    catalog.create_dataset("untimed").register(root)
+    assert catalog.get_dataset("timed").timelines == {"frame_index": "sequence",
+                                                      "timestamp": "duration"}
+    assert catalog.get_dataset("untimed").timelines == {"frame_index": "sequence"}
