@@ -331,6 +331,7 @@ class RecordingWriter:
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
+        nulls: dict[tuple[int, str], pa.Array] = {}  # entities of one length share them
         for entity, is_static, table in entity_tables:
             arrays = []
             for field in schema:
@@ -339,7 +340,10 @@ class RecordingWriter:
                     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
                     arrays.append(array if array.type == field.type else array.cast(field.type))
                 else:
-                    arrays.append(pa.nulls(table.num_rows, type=field.type))
+                    key = (table.num_rows, field.name)
+                    if key not in nulls:
+                        nulls[key] = pa.nulls(table.num_rows, type=field.type)
+                    arrays.append(nulls[key])
             batches.append(pa.RecordBatch.from_arrays(arrays, schema=schema))
             comps = sorted(c.split(":", 1)[1] for c in table.column_names if c not in self._timelines)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
