@@ -9,6 +9,6 @@ from __future__ import annotations
 
 from rayform.importers._base import Importer
 from rayform.importers._options import ImportOptions
-from rayform.importers._registry import find_importer, register_importer
+from rayform.importers._registry import ImporterRegistration, find_importer, register_importer
 
-__all__ = ["ImportOptions", "Importer", "find_importer", "register_importer"]
+__all__ = ["ImportOptions", "Importer", "ImporterRegistration", "find_importer", "register_importer"]

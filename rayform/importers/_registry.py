@@ -30,9 +30,35 @@ _REGISTRY: list[Importer] = [NativeImporter(), RrdImporter(), McapImporter(), Ro
                              Hdf5Importer(), ULogImporter()]
 
 
-def register_importer(importer: Importer) -> None:
-    """Add an importer (tried before the built-in ones)."""
+class ImporterRegistration:
+    """An importer added by :func:`register_importer`; ``with`` it (or :meth:`remove`) to take
+    it out again, so that options such as ``RldsImporter(fps=5)`` apply to one registration."""
+
+    def __init__(self, importer: Importer) -> None:
+        self.importer = importer
+
+    def remove(self) -> None:
+        """Take the importer out of the registry (no-op when it is no longer there)."""
+        for i, registered in enumerate(_REGISTRY):
+            if registered is self.importer:
+                del _REGISTRY[i]
+                return
+
+    def __enter__(self) -> Importer:
+        return self.importer
+
+    def __exit__(self, *exc: object) -> None:
+        self.remove()
+
+
+def register_importer(importer: Importer) -> ImporterRegistration:
+    """Add an importer (tried before the built-in ones), for good or within a ``with`` block::
+
+        with register_importer(RldsImporter(fps=5)):
+            dataset.register("bridge_dataset")
+    """
     _REGISTRY.insert(0, importer)
+    return ImporterRegistration(importer)
 
 
 def find_importer(path: Path) -> Importer:

@@ -148,6 +148,9 @@ def _num_steps(present: dict[str, Any], by_key: dict[str, LeafSpec],
         raise CorruptRecordingError(f"{source.where}: no step feature with values; cannot tell "
                                     "how many steps the episode has")
     distinct = sorted(set(counts.values()))
+    if distinct == [0]:
+        raise CorruptRecordingError(f"{source.where}: the episode has no steps; a segment needs "
+                                    "at least one row (drop the empty episode from the shard)")
     if len(distinct) > 1:
         detail = ", ".join(f"{k}: {v}" for k, v in list(counts.items())[:6])
         raise CorruptRecordingError(f"{source.where}: step features disagree on the number of "

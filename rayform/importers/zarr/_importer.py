@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -11,7 +12,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rayform.errors import ConfigError, FormatError
+from rayform.errors import (
+    ConfigError,
+    ConversionWarning,
+    CorruptRecordingError,
+    FormatError,
+    RayformError,
+)
 from rayform.importers._base import Importer
 from rayform.importers._options import ImportOptions
 from rayform.importers._time_grid import (
@@ -24,6 +31,7 @@ from rayform.importers._time_grid import (
 )
 from rayform.importers.ros._messages import IMAGE_FORMAT_TYPE
 from rayform.importers.zarr._store import (
+    READ_ERRORS,
     RowReader,
     data_arrays,
     episode_ends,
@@ -94,6 +102,20 @@ class ZarrImporter(Importer):
         return is_replay_buffer(path)
 
     def convert(self, path: Path, staging: Path) -> list[Path]:
+        caught: list[warnings.WarningMessage] = []
+        try:
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                return self._convert(path, staging)
+        except RayformError:
+            raise
+        except READ_ERRORS as err:  # zarr's errors on damaged metadata, wherever they surface
+            raise CorruptRecordingError(f"{path}: the Zarr store cannot be read ({err!r}); "
+                                        "it is damaged or incomplete") from err
+        finally:
+            _report(caught, path)  # outside the recording context
+
+    def _convert(self, path: Path, staging: Path) -> list[Path]:
         outputs: list[Path] = []
         with open_replay_buffer(path) as group:
             arrays = data_arrays(group, path)
@@ -153,6 +175,17 @@ class ZarrImporter(Importer):
                 if fmt is not None:
                     rec.log_static(entity, components={
                         IMAGE_FORMAT: pa.array([[fmt]], pa.list_(IMAGE_FORMAT_TYPE))})
+
+
+def _report(caught: list[warnings.WarningMessage], path: Path) -> None:
+    """Warnings raised while reading, again: zarr's own (a damaged store's metadata) as
+    :class:`ConversionWarning` naming the store."""
+    for w in caught:
+        if issubclass(w.category, ConversionWarning) or not w.category.__module__.startswith(
+                ("zarr", "numcodecs")):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        else:
+            warnings.warn(f"{path}: zarr: {w.message}", ConversionWarning, stacklevel=4)
 
 
 def _image_format(array: Any, name: str) -> dict[str, int | None] | None:

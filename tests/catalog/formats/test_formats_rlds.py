@@ -7,6 +7,7 @@ import json
 import shutil
 import struct
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from rlds_sources import SyntheticEpisode, example_classes, masked_crc, write_rl
 
 from rayform.catalog import Catalog
 from rayform.cli import main
-from rayform.errors import ConfigError, CorruptRecordingError, FormatError
+from rayform.errors import ConfigError, ConversionWarning, CorruptRecordingError, FormatError
 from rayform.importers import _registry, find_importer, register_importer
 from rayform.importers.rlds import RldsImporter
 from rayform.importers.rlds._example import decode_varints
@@ -272,3 +273,44 @@ def test_episodes_are_streamed_one_record_at_a_time(tmp_path: Path) -> None:
         tracemalloc.stop()
     assert len(written) == 30
     assert peak < 8 * record_bytes < shard_bytes / 3  # a few records' worth, not the file
+
+
+def test_mutated_records_with_valid_crcs_never_escape_as_raw_errors(tmp_path: Path) -> None:
+    from rlds_sources import write_tfrecord
+
+    good = SyntheticEpisode(3, 5).example()
+    rng = np.random.default_rng(0)
+    root = write_rlds_builder(tmp_path / "ds", {"train": [[SyntheticEpisode(3, 5)]]})
+    shard = root / "toy_dataset-train.tfrecord-00000-of-00001"
+    outcomes = {"ok": 0, "refused": 0}
+    for trial in range(150):
+        data = bytearray(good)
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+        if trial % 5 == 0:
+            data = data[:int(rng.integers(1, len(data)))]
+        write_tfrecord(shard, [bytes(data)])
+        out = tmp_path / f"out{trial}"
+        out.mkdir()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConversionWarning)  # a feature lost: reported
+                RldsImporter().convert(root, out)
+            outcomes["ok"] += 1
+        except FormatError:  # CorruptRecordingError and kin: named, never a raw traceback
+            outcomes["refused"] += 1
+    assert outcomes["refused"] > 0 and sum(outcomes.values()) == 150
+
+
+def test_an_importer_registered_in_a_with_block_is_taken_out_after_it(tmp_path: Path,
+                                                                      catalog: Catalog) -> None:
+    root = write_rlds_builder(tmp_path / "b", {"train": [[SyntheticEpisode(2, 1)]]})
+    before = list(_registry._REGISTRY)
+    with register_importer(RldsImporter(fps=4)) as importer:
+        assert find_importer(root) is importer
+        catalog.create_dataset("timed").register(root)
+    assert before == _registry._REGISTRY and find_importer(root) is not importer
+    catalog.create_dataset("untimed").register(root)
+    assert catalog.get_dataset("timed").timelines == {"frame_index": "sequence",
+                                                      "timestamp": "duration"}
+    assert catalog.get_dataset("untimed").timelines == {"frame_index": "sequence"}

@@ -4,6 +4,7 @@ v3 stores, folders and ``.zip``, pixel images, timelines, damaged stores."""
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ from zarr_sources import write_replay_buffer, write_zip_buffer
 
 from rayform.catalog import Catalog
 from rayform.cli import main
-from rayform.errors import ConfigError, CorruptRecordingError, FormatError
+from rayform.errors import ConfigError, ConversionWarning, CorruptRecordingError, FormatError
 from rayform.importers import _registry, find_importer, register_importer
 from rayform.importers.zarr import ZarrImporter
 
@@ -257,3 +258,28 @@ def test_row_reader_decompresses_each_chunk_once_and_keeps_little() -> None:
         start = int(end)
     covered = [r for lo, hi in array.reads for r in range(lo, hi)]
     assert covered == list(range(100))  # every row read once, in order
+
+
+def test_mutated_metadata_never_escapes_as_a_raw_error(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    path = tmp_path / "b.zarr"
+    write_replay_buffer(str(path), LENGTHS)
+    targets = [path / "data" / "state" / ".zarray", path / "meta" / "episode_ends" / ".zarray",
+               path / "data" / ".zgroup"]
+    originals = {t: t.read_bytes() for t in targets}
+    refused = 0
+    for trial in range(60):
+        target = targets[trial % len(targets)]
+        data = bytearray(originals[target])
+        data[int(rng.integers(0, len(data)))] = int(rng.integers(32, 127))
+        target.write_bytes(bytes(data))
+        out = tmp_path / f"out{trial}"
+        out.mkdir()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConversionWarning)  # zarr's, named: reported
+                ZarrImporter().convert(path, out)
+        except FormatError:  # ConfigError never: these are the store's bytes, not options
+            refused += 1
+        target.write_bytes(originals[target])
+    assert refused > 0
