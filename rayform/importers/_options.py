@@ -14,12 +14,19 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rayform.errors import ConfigError
 
-if TYPE_CHECKING:
-    from rayform.importers._base import Importer
+
+class ReadsOptions(Protocol):
+    """What :func:`require_options_read` needs of an importer."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def options_read(self) -> frozenset[str]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,7 +63,7 @@ class ImportOptions:
 NO_OPTIONS = ImportOptions()
 
 
-def require_options_read(options: ImportOptions, importers: Iterable[Importer]) -> None:
+def require_options_read(options: ImportOptions, importers: Iterable[ReadsOptions]) -> None:
     """Refuse an option that none of ``importers`` reads.
 
     Raises:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from rayform.errors import ConversionWarning, CorruptRecordingError, FormatError
 from rayform.importers._source_ids import segment_id_from_name
@@ -79,7 +80,7 @@ def write_aloha(file: Any, path: Path, staging: Path, *, rate_hz: float | None,
             logged = log_array(rec, "/" + name, values, timelines=timelines, kind=kind,
                                where=where)
             if logged == "encoded_image" and lengths is not None:
-                _check_lengths(rec, name, values, lengths, where)
+                _check_lengths(values, lengths, where)
     return [out]
 
 
@@ -101,11 +102,11 @@ def _compressed(file: Any, path: Path) -> bool:
     return bool(np.asarray(value).reshape(-1)[0]) if np.asarray(value).size else False
 
 
-def _looks_encoded(values: np.ndarray) -> bool:
+def _looks_encoded(values: npt.NDArray[Any]) -> bool:
     return len(values) > 0 and values[0, :3].tobytes() == b"\xff\xd8\xff"
 
 
-def _compress_lengths(file: Any, path: Path) -> np.ndarray | None:
+def _compress_lengths(file: Any, path: Path) -> npt.NDArray[np.int64] | None:
     dataset = file.get(COMPRESS_LEN)
     if dataset is None:
         return None
@@ -113,7 +114,7 @@ def _compress_lengths(file: Any, path: Path) -> np.ndarray | None:
     return lengths.astype(np.int64) if lengths.ndim == 2 else None
 
 
-def _check_lengths(rec: RecordingWriter, name: str, values: np.ndarray, lengths: np.ndarray,
+def _check_lengths(values: npt.NDArray[np.uint8], lengths: npt.NDArray[np.int64],
                    where: str) -> None:
     """The JPEG lengths found by their end markers must be one camera row of ``compress_len``
     (its rows follow the recorder's camera list, whose order the file does not keep)."""
@@ -124,7 +125,7 @@ def _check_lengths(rec: RecordingWriter, name: str, values: np.ndarray, lengths:
             "are truncated or damaged")
 
 
-def _encoded_length(row: np.ndarray) -> int:
+def _encoded_length(row: npt.NDArray[np.uint8]) -> int:
     blob = row.tobytes()
     end = blob.rfind(b"\xff\xd9")
     return end + 2 if end >= 0 else len(blob.rstrip(b"\x00"))

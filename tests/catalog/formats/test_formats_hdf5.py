@@ -372,3 +372,36 @@ def test_every_sample_of_the_rerun_grid_gets_its_own_frame(tmp_path: Path,
     assert len(train) == 97
     got = np.stack([train[k]["a"].numpy() for k in range(97)])
     np.testing.assert_array_equal(got, truth[0]["actions"])  # sample k is frame k, none shifted
+
+
+def test_demos_stream_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each demo's datasets are read only after the previous demo's recording is written, so a
+    file of many demos never sits in memory whole."""
+    from rayform.importers.hdf5 import Hdf5Importer, _robomimic
+    from rayform.recording._writer import RecordingWriter
+
+    write_robomimic(tmp_path / "many.hdf5", lengths={n: 5 for n in range(6)}, image=False)
+    events: list[str] = []
+    read = _robomimic.read_dataset
+    close = RecordingWriter.close
+
+    def reading(path: Path, dataset: object) -> np.ndarray:
+        events.append("read " + dataset.name.split("/")[2])  # type: ignore[attr-defined]
+        return read(path, dataset)
+
+    def closing(self: RecordingWriter) -> Path:
+        events.append("close " + self.path.stem.rsplit("_", 2)[-2] + "_"
+                      + self.path.stem.rsplit("_", 1)[-1])
+        return close(self)
+
+    monkeypatch.setattr(_robomimic, "read_dataset", reading)
+    monkeypatch.setattr(RecordingWriter, "close", closing)
+    out = tmp_path / "out"
+    out.mkdir()
+    assert len(Hdf5Importer().convert(tmp_path / "many.hdf5", out)) == 6
+    demos = [e.split()[1] for e in events if e.startswith("close")]
+    assert demos == [f"demo_{n}" for n in range(6)]
+    for n in range(1, 6):  # demo n is read only after demo n-1 was written
+        first_read = events.index(f"read demo_{n}")
+        assert first_read > events.index(f"close demo_{n - 1}")
+        assert f"read demo_{n - 1}" not in events[first_read:]
