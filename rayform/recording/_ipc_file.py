@@ -79,7 +79,8 @@ def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Messa
     return reader.read_next_message()
 
 
-def write_ipc_file(sink: pa.NativeFile | BinaryIO, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+def write_ipc_file(sink: pa.NativeFile | BinaryIO, schema: pa.Schema,
+                   batches: Sequence[EncodedBatch]) -> None:
     """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
     template = _template(schema, len(batches))
     trailer = len(_TRAILER_MAGIC) + 4
