@@ -24,7 +24,7 @@ import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Final
+from typing import Final
 
 import pyarrow as pa
 
@@ -48,8 +48,6 @@ class EncodedBatch:
     message: pa.Message
     is_compressed: bool
 
-    def serialized(self) -> pa.Buffer:
-        return self.message.serialize()
 
 
 def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
@@ -79,7 +77,8 @@ def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Messa
     return reader.read_next_message()
 
 
-def write_ipc_file(sink: pa.NativeFile | BinaryIO, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+def write_ipc_file(sink: pa.NativeFile, schema: pa.Schema,
+                   batches: Sequence[EncodedBatch]) -> None:
     """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
     template = _template(schema, len(batches))
     trailer = len(_TRAILER_MAGIC) + 4
@@ -90,13 +89,12 @@ def write_ipc_file(sink: pa.NativeFile | BinaryIO, schema: pa.Schema, batches: S
     head = template[: first_batch if first_batch is not None
                     else len(template) - trailer - footer_size - len(_END_OF_STREAM)]
     sink.write(head)
-    offset = len(head)
     for i, batch in enumerate(batches):
-        data = batch.serialized()
+        start = sink.tell()
+        batch.message.serialize_to(sink)  # no copy of the body
         body = batch.message.body.size
-        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, offset, data.size - body, body)
-        sink.write(data)
-        offset += data.size
+        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, start, sink.tell() - start - body,
+                         body)
     sink.write(_END_OF_STREAM)
     sink.write(bytes(footer))
     sink.write(struct.pack("<i", len(footer)))

@@ -124,18 +124,16 @@ def test_compress_false_stores_every_batch_as_is(tmp_path: Path) -> None:
 @pytest.mark.parametrize("plan", [(), (True,), (False,), (True, False, True), (False, True)])
 def test_files_mixing_compressed_and_plain_batches_read_in_any_arrow_reader(
         plan: tuple[bool, ...]) -> None:
-    import io
-
     from rayform.recording._ipc_file import encode_batch, write_ipc_file
 
     schema = pa.schema([pa.field("x", pa.list_(pa.float64())), pa.field("s", pa.string())])
     batches = [pa.record_batch([pa.array([[float(i), 1.0]] * (100 + i)),
                                 pa.array([f"row {i}"] * (100 + i))], schema=schema)
                for i in range(len(plan))]
-    sink = io.BytesIO()
+    sink = pa.BufferOutputStream()
     write_ipc_file(sink, schema, [encode_batch(b, compress=c) for b, c in zip(batches, plan,
                                                                                strict=True)])
-    reader = pa.ipc.open_file(pa.py_buffer(sink.getvalue()))
+    reader = pa.ipc.open_file(sink.getvalue())
     assert reader.num_record_batches == len(plan)
     for i, batch in enumerate(batches):
         got = reader.get_batch(i)

@@ -85,7 +85,8 @@ def write_topic(rec: RecordingWriter, entity: str, topic: Topic, decoder: Decode
         raw_reason: why there is no decoder (for the warning), when ``decoder`` is ``None``.
 
     Raises:
-        CorruptRecordingError: a message of a mapped type cannot be decoded.
+        CorruptRecordingError: a message of a mapped type cannot be decoded, or its fields
+            contradict each other.
     """
     log_ns = np.asarray(topic.log_ns, dtype=np.int64)
     timelines: dict[str, TimelineLike] = {
@@ -96,10 +97,16 @@ def write_topic(rec: RecordingWriter, entity: str, topic: Topic, decoder: Decode
     mapped: Mapped | None = None
     reason = raw_reason or "has no typed mapping"
     if decoder is not None and mapping is not None:
+        messages = decode_all(decoder, topic, source_name=source_name)
         try:
-            mapped = mapping(decode_all(decoder, topic, source_name=source_name))
+            mapped = mapping(messages)
         except UnmappableError as err:
             reason = f"cannot take the typed mapping ({err})"
+        except Exception as err:  # fields that contradict each other (an image shorter than
+            # height x step, …): damaged or hand-made messages, not a bug to show as a traceback
+            raise CorruptRecordingError(
+                f"{source_name}: {topic.label}: messages inconsistent with their type: "
+                f"{type(err).__name__}: {err}") from err
     if mapped is None:
         warnings.warn(f"{source_name}: {topic.label} {reason}; kept as raw bytes in "
                       f"'{entity}:{RAW_DATA}' with its schema", ConversionWarning, stacklevel=4)

@@ -245,3 +245,25 @@ def test_yaml_aliases_in_bag_metadata_are_refused(tmp_path: Path, catalog: Catal
     with pytest.raises(CorruptRecordingError, match=r"metadata\.yaml: not valid YAML: .*aliases "
                        "are not allowed"):
         catalog.create_dataset("x").register(folder)
+
+
+def test_an_image_shorter_than_its_header_says_is_refused_naming_the_bag(
+        tmp_path: Path, catalog: Catalog) -> None:
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    t = store.types
+    image = t["sensor_msgs/msg/Image"](
+        header=t["std_msgs/msg/Header"](stamp=t["builtin_interfaces/msg/Time"](sec=1, nanosec=0),
+                                        frame_id="cam"),
+        height=4, width=4, encoding="rgb8", is_bigendian=0, step=16,  # 16 > 4 * 3: padded rows
+        data=np.zeros(20, dtype=np.uint8))  # but 20 bytes where 4 rows of 16 are due
+    with Writer(tmp_path / "short_image", version=9, storage_plugin=StoragePlugin.SQLITE3) as bag:
+        connection = bag.add_connection("/cam", "sensor_msgs/msg/Image", typestore=store)
+        bag.write(connection, 1, bytes(store.serialize_cdr(image, "sensor_msgs/msg/Image")))
+    ds = catalog.create_dataset("x")
+    with pytest.raises(CorruptRecordingError, match=r"short_image: topic '/cam' "
+                       r"\(sensor_msgs/msg/Image\): messages inconsistent with their type"):
+        ds.register(tmp_path / "short_image")
+    assert ds.segment_ids() == []
