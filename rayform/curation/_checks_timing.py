@@ -105,16 +105,28 @@ def timestamps(ctx: Context, seg: SegmentSeries) -> list[Finding]:
 
 
 def rate(ctx: Context, seg: SegmentSeries) -> list[Finding]:
-    ns = seg.clock.ns
+    """Per stream (the rows' timestamps, each camera's frame timestamps): median step against
+    the nominal rate."""
     step = _step_ns(ctx, seg)
-    if ns is None or len(ns) < 3 or step is None:
+    if step is None:
         return []
-    measured = float(np.median(np.diff(ns)))
-    if measured <= 0 or abs(step / measured - 1) <= RATE_TOLERANCE:
-        return []
-    return [Finding(check="timing.rate", severity="warning", segment=seg.segment_id,
-                    value=1e9 / measured, threshold=RATE_TOLERANCE, baseline=1e9 / step,
-                    message=f"measured rate {1e9 / measured:.4g} Hz; nominal {1e9 / step:.4g} Hz")]
+    streams: list[tuple[str | None, object]] = [(None, seg.clock.ns)]
+    streams += [(f"{e}:VideoFrameReference:timestamp", stamps)
+                for e, (_, stamps) in seg.video_timestamps.items()]
+    out = []
+    for column, stamps in streams:
+        if not isinstance(stamps, np.ndarray) or len(stamps) < 3:
+            continue
+        measured = float(np.median(np.diff(stamps)))
+        if measured <= 0 or abs(step / measured - 1) <= RATE_TOLERANCE:
+            continue
+        what = "rows" if column is None else column.split(":", 1)[0]
+        out.append(Finding(check="timing.rate", severity="warning", segment=seg.segment_id,
+                           column=column, value=1e9 / measured, threshold=RATE_TOLERANCE,
+                           baseline=1e9 / step,
+                           message=(f"{what}: measured rate {1e9 / measured:.4g} Hz; nominal "
+                                    f"{1e9 / step:.4g} Hz")))
+    return out
 
 
 CHECKS = [
@@ -132,7 +144,7 @@ CHECKS = [
           how="steps of the temporal timeline against 1/fps; a gap gives its missing frames",
           threshold="1/4 and 1.5 nominal steps", cost="rows", scope="segment",
           run_segment=timestamps),
-    Check(id="timing.rate", detects="measured rate differs from the nominal rate",
-          how="median timestamp step against the declared fps",
+    Check(id="timing.rate", detects="measured rate differs from the nominal rate, per stream",
+          how="median timestamp step of the rows and of each camera against the declared fps",
           threshold=f"{RATE_TOLERANCE:.0%}", cost="rows", scope="segment", run_segment=rate),
 ]

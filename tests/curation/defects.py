@@ -129,7 +129,7 @@ def _table(columns: dict[str, np.ndarray], like: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=like)
 
 
-def build_dataset(root: Path, *, defects: bool = True, trims: tuple[int, ...] = TRIMS,
+def build_dataset(root: Path, *, defects: bool | tuple[Defect, ...] = True, trims: tuple[int, ...] = TRIMS,
                   videos: dict[int, Callable[[Path, Path], None]] | None = None) -> Path:
     """Write the LeRobot v2.1 folder (``2 * len(trims)`` episodes) under ``root``; returns its
     path. ``videos`` maps an episode to a function writing its MP4 from the real one."""
@@ -137,7 +137,8 @@ def build_dataset(root: Path, *, defects: bool = True, trims: tuple[int, ...] = 
     count = 2 * len(trims)
     (out / "meta").mkdir(parents=True)
     info = json.loads((REAL / "meta/info.json").read_text())
-    by_episode = {d.episode: d for d in DEFECTS} if defects else {}
+    chosen = DEFECTS if defects is True else () if defects is False else defects
+    by_episode = {d.episode: d for d in chosen}
     episodes = []
     first_index = 0
     video_key = "observation.images.cam_high"
@@ -177,3 +178,9 @@ def build_dataset(root: Path, *, defects: bool = True, trims: tuple[int, ...] = 
     (out / "meta/episodes.jsonl").write_text("".join(json.dumps(e) + "\n" for e in episodes))
     shutil.copyfile(REAL / "meta/tasks.jsonl", out / "meta/tasks.jsonl")
     return out
+
+
+def slow_timestamps(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Timestamps at 25 Hz where the dataset declares 30 (a wrong nominal rate)."""
+    t["timestamp"] = (np.arange(len(t["timestamp"])) / 25.0).astype(np.float32)
+    return t

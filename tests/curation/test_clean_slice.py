@@ -111,3 +111,25 @@ def test_annotations_exclude_from_a_slice(defect_dataset: DatasetEntry) -> None:
     span = defect_dataset.segment_record("episode_000009").entities[
         "/observation.state"].ranges["frame_index"]
     assert len(values) == span.end - span.start + 1 - 30
+
+
+def test_iterable_dataset_skips_excluded(clean: Slice) -> None:
+    from rayform.dataloader import BlockShuffle, RerunIterableDataset
+
+    window = (-2, -1, 0)
+    fields = {"state": Field(STATE_COLUMN, NumericDecoder(), window=window)}
+    ds = RerunIterableDataset(DataSource(clean), "frame_index", fields, sample_metadata=True,
+                              shuffle_strategy=BlockShuffle(buffer_size=64), seed=3)
+    seen = 0
+    for sample in ds:
+        meta = sample["meta"]
+        if meta["segment_id"] != NAN_SEGMENT:
+            continue
+        seen += 1
+        value = int(meta["index_value"])
+        assert value + window[-1] < 100 or value + window[0] > 109
+        assert np.isfinite(sample["state"].numpy()).all()
+    span = clean.view().segment_record(NAN_SEGMENT).entities["/observation.state"].ranges[
+        "frame_index"]
+    trimmed = span.end - span.start + 1 - (len(window) - 1)  # Rerun's trim for the window
+    assert seen == trimmed - (10 + len(window) - 1)

@@ -72,3 +72,21 @@ def test_slice_run_keeps_other_segments(dataset: DatasetEntry) -> None:
     stored = dataset.findings()
     assert sorted(stored.column("segment").drop_null().unique().to_pylist()) == \
         sorted(whole.findings.column("segment").drop_null().unique().to_pylist())
+
+
+def test_rate_per_stream(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from defects import DEFECTS, slow_timestamps
+
+    if not REAL.is_dir():
+        pytest.skip(f"real data not available at {REAL}")
+    ds = Catalog.create(str(tmp_path / "catalog")).create_dataset("g1")
+    slow = (replace(DEFECTS[0], inject=slow_timestamps),)  # episode 0's rows at 25 Hz
+    _register(ds, build_dataset(tmp_path / "a", defects=slow, trims=(0,)))
+    result = curate(ds, video="off", persist=False)
+    rates = [r for r in result.findings.to_pylist() if r["check"] == "timing.rate"]
+    # the rows are at 25 Hz; the camera's frames (its own stream) stay at the declared 30 Hz
+    assert [(r["segment"], r["column"]) for r in rates] == [("episode_000000", None)]
+    assert rates[0]["value"] == pytest.approx(25.0, rel=1e-3)
+    assert rates[0]["baseline"] == pytest.approx(30.0)
