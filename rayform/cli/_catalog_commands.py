@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-import pyarrow as pa
-
 from rayform.cli._args import (
     add_command,
     add_output_options,
     catalog_url,
     output_format,
 )
-from rayform.cli._output import print_table
+from rayform.cli._printing import print_table
 
 # Columns of the segment table a terminal-sized listing leaves out (``--all-columns`` shows them).
 WIDE_SEGMENT_COLUMNS = ("rerun_layer_names", "rerun_storage_urls", "rerun_last_updated_at",
@@ -43,6 +41,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
     from rayform.catalog import Catalog
 
     rows = [{"dataset": d.name, "segments": len(d.segment_ids()), "version": d.snapshot_version}
@@ -63,6 +63,8 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
     from rayform.catalog import Catalog
 
     schema = Catalog.open(catalog_url(args)).get_dataset(args.dataset).schema()

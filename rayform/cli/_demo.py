@@ -10,7 +10,7 @@ import textwrap
 
 from rayform._defaults import default_catalog_url
 from rayform.cli._args import add_command, catalog_url, positive_int
-from rayform.cli._output import OutputFormat, print_table
+from rayform.cli._printing import OutputFormat, print_table
 
 NEXT_SQL = 'SELECT rerun_segment_id, "property:task", "property:success" FROM demo.segments'
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-
-import pyarrow as pa
+from typing import TYPE_CHECKING
 
 from rayform.cli._args import (
     add_command,
@@ -16,8 +15,11 @@ from rayform.cli._args import (
     non_negative_int,
     output_format,
 )
-from rayform.cli._output import print_table
+from rayform.cli._printing import print_table
 from rayform.cli._register import add_ray_option, connect_ray
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DEFAULT_DIGITS = 4
 SEGMENT_ID = "rerun_segment_id"
@@ -68,6 +70,8 @@ def significant(value: float, digits: int) -> float:
 
 def rounded(table: pa.Table, digits: int) -> pa.Table:
     """Every float column rounded to ``digits`` significant digits; 0 keeps them exact."""
+    import pyarrow as pa
+
     if digits == 0:
         return table
     for i, field in enumerate(table.schema):
