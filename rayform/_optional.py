@@ -20,6 +20,9 @@ def require(module: str, *, extra: str, feature: str) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(
-            f"{feature} needs the {module.split('.')[0]!r} package: pip install 'rayform[{extra}]'"
-        ) from err
+        raise ImportError(missing_message(module, extra=extra, feature=feature)) from err
+
+
+def missing_message(module: str, *, extra: str, feature: str) -> str:
+    """``"{feature} needs the 'torch' package: pip install 'rayform[torch]'"``."""
+    return f"{feature} needs the {module.split('.')[0]!r} package: pip install 'rayform[{extra}]'"

@@ -46,7 +46,14 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-import torch
+
+try:  # the one message for a missing PyTorch
+    import torch
+except ImportError as _err:
+    from rayform._optional import missing_message
+
+    raise ImportError(missing_message("torch", extra="torch",
+                                      feature="rayform.torch")) from _err
 from torch.utils.data import Dataset
 
 from rayform._frames import canonical_frame, convert_pose

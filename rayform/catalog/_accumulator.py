@@ -281,6 +281,11 @@ class ColumnStatistics:
                 f"ColumnStatistics {self.column!r}: all figures need one shape [D], got {shapes}"
             )
 
+    def __repr__(self) -> str:
+        levels = ", ".join(quantile_key(q) for q in self.quantiles)
+        return (f"ColumnStatistics(column={self.column!r}, count={self.count}, "
+                f"dims={len(self.mean)}, quantiles=[{levels}])")
+
     def to_lerobot(self) -> dict[str, list[float] | list[int]]:
         """``{"min": [...], "max": [...], "mean": [...], "std": [...], "count": [n], "q01": ...}``."""
         out: dict[str, list[float] | list[int]] = {

@@ -34,13 +34,19 @@ interpolates percentiles with ~1e-8 relative error), so use ``vector_stats`` for
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from rayform.errors import ConfigError
-from rayform.recording._columns import SEGMENT_ID, VIDEO_FRAME_TIMESTAMP, entity_of
+from rayform.recording._columns import (
+    SEGMENT_ID,
+    SERIES_LINES_NAMES,
+    VIDEO_FRAME_TIMESTAMP,
+    column_name,
+    entity_of,
+)
 
 if TYPE_CHECKING:
     from rayform.catalog._dataset import DatasetView
@@ -65,6 +71,8 @@ class DatasetStatistics:
         quantile_levels: the quantile levels computed.
         overall: column -> statistics over every segment.
         segments: segment id -> column -> statistics (only columns with rows in that segment).
+        dimension_names: column -> one name per dimension (joint names), for the columns whose
+            entity has a static ``SeriesLines:names`` of their width.
     """
 
     dataset: str
@@ -72,6 +80,44 @@ class DatasetStatistics:
     quantile_levels: tuple[float, ...]
     overall: Mapping[str, ColumnStatistics]
     segments: Mapping[str, Mapping[str, ColumnStatistics]]
+    dimension_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        widths = {c: len(s.mean) for c, s in self.overall.items()}
+        return (f"DatasetStatistics(dataset={self.dataset!r}, snapshot_version="
+                f"{self.snapshot_version}, columns={widths}, segments={len(self.segments)}, "
+                f"quantile_levels={self.quantile_levels})")
+
+    def dimension_table(self, *, per_segment: bool = False) -> pa.Table:
+        """One row per column and dimension (and per segment too, with ``per_segment``).
+
+        Columns: ``rerun_segment_id`` (null for the overall rows; only with ``per_segment``),
+        ``column``, ``dim``, ``name`` (the dimension's name, null where unknown), ``count`` and
+        one float column per figure (``min``, ``max``, ``mean``, ``std``, ``q01`` …).
+        """
+        groups: list[tuple[str | None, Mapping[str, ColumnStatistics]]] = [(None, self.overall)]
+        if per_segment:
+            groups += list(self.segments.items())
+        figures = ["min", "max", "mean", "std", *(quantile_key(q) for q in self.quantile_levels)]
+        rows: dict[str, list[object]] = {k: [] for k in (SEGMENT_ID, "column", "dim", "name",
+                                                          "count", *figures)}
+        for segment_id, columns in groups:
+            for column, stats in columns.items():
+                names = self.dimension_names.get(column)
+                values = [stats.min, stats.max, stats.mean, stats.std,
+                          *(stats.quantiles[q] for q in self.quantile_levels)]
+                for dim in range(len(stats.mean)):
+                    rows[SEGMENT_ID].append(segment_id)
+                    rows["column"].append(column)
+                    rows["dim"].append(dim)
+                    rows["name"].append(None if names is None else names[dim])
+                    rows["count"].append(stats.count)
+                    for figure, array in zip(figures, values, strict=True):
+                        rows[figure].append(float(array[dim]))
+        types = {SEGMENT_ID: pa.string(), "column": pa.string(), "dim": pa.int64(),
+                 "name": pa.string(), "count": pa.int64()}
+        table = pa.table({k: pa.array(v, types.get(k, pa.float64())) for k, v in rows.items()})
+        return table if per_segment else table.drop_columns([SEGMENT_ID])
 
     def column(self, name: str, *, segment_id: str | None = None) -> ColumnStatistics:
         """One column's statistics, overall or in one segment.
@@ -210,13 +256,38 @@ def merge_statistics(view: DatasetView, plan: StatisticsPlan,
                                 for c in plan.columns if c in columns}
         for column, acc in columns.items():
             overall[column].merge(acc)
+    final = {c: acc.finish(plan.quantiles) for c, acc in overall.items()}
     return DatasetStatistics(
         dataset=view.name,
         snapshot_version=view.snapshot_version,
         quantile_levels=plan.quantiles,
-        overall={c: acc.finish(plan.quantiles) for c, acc in overall.items()},
+        overall=final,
         segments=segments,
+        dimension_names=dimension_names(view, {c: len(s.mean) for c, s in final.items()
+                                               if s.count}),
     )
+
+
+def dimension_names(view: DatasetView, widths: Mapping[str, int]) -> dict[str, tuple[str, ...]]:
+    """Per column, the names of its dimensions: its entity's static ``SeriesLines:names``
+    (the first segment that has them) when they match the column's width."""
+    out: dict[str, tuple[str, ...]] = {}
+    timelines = list(view.timelines)
+    records = view.segment_records() if widths else []
+    for column, width in widths.items():
+        entity = entity_of(column)
+        for record in records:
+            info = record.entities.get(entity)
+            if info is None or SERIES_LINES_NAMES not in info.components or not timelines:
+                continue
+            rows = view.open_segment(record.segment_id).column(
+                column_name(entity, SERIES_LINES_NAMES), timelines[0])
+            if rows.is_static and len(rows):
+                names = [str(n) for n in rows.values.to_pylist()[0] or []]
+                if len(names) == width:
+                    out[column] = tuple(names)
+            break
+    return out
 
 
 def compute_statistics(view: DatasetView, columns: str | Sequence[str] | None = None, *,

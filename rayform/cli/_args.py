@@ -8,11 +8,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
-
 from rayform._defaults import default_catalog_url
 from rayform.cli._errors import UsageError
-from rayform.cli._output import FORMATS, OutputFormat
+from rayform.cli._printing import FORMATS, OutputFormat
 
 CATALOG_HELP = ("catalog directory or URL (s3://…, https://…); default: $RAYFORM_CATALOG, "
                 "else ~/.local/share/rayform/catalog")
@@ -104,6 +102,8 @@ def time_value(text: str) -> Any:
     Returns:
         ``int``, ``numpy.datetime64[ns]`` or ``numpy.timedelta64[ns]``.
     """
+    import numpy as np
+
     if re.fullmatch(r"-?\d+", text):
         return int(text)
     duration = _DURATION.fullmatch(text)

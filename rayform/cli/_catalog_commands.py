@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-import pyarrow as pa
-
 from rayform.cli._args import (
     add_command,
     add_output_options,
@@ -13,7 +11,7 @@ from rayform.cli._args import (
     output_format,
 )
 from rayform.cli._lifecycle import add_dataset_actions
-from rayform.cli._output import print_table
+from rayform.cli._printing import print_table
 
 # Columns of the segment table a terminal-sized listing leaves out (``--all-columns`` shows them).
 WIDE_SEGMENT_COLUMNS = ("rerun_layer_names", "rerun_storage_urls", "rerun_last_updated_at",
@@ -44,6 +42,8 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
     from rayform.catalog import Catalog
 
     rows = [{"dataset": d.name, "segments": len(d.segment_ids()), "version": d.snapshot_version}
@@ -64,6 +64,8 @@ def cmd_segments(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
     from rayform.catalog import Catalog, schema_gaps
 
     dataset = Catalog.open(catalog_url(args)).get_dataset(args.dataset)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import sys
@@ -10,7 +11,7 @@ import textwrap
 
 from rayform._defaults import default_catalog_url
 from rayform.cli._args import add_command, catalog_url, positive_int
-from rayform.cli._output import OutputFormat, print_table
+from rayform.cli._printing import OutputFormat, print_table
 
 NEXT_SQL = 'SELECT rerun_segment_id, "property:task", "property:success" FROM demo.segments'
 
@@ -44,7 +45,30 @@ def next_steps(url: str, first_segment: str) -> str:
     ])
 
 
+# What the demo needs, and the one extra that brings all of it.
+DEMO_PACKAGES = {"torch": "PyTorch", "PIL": "Pillow", "av": "PyAV"}
+DEMO_EXTRA = "torch"
+
+
+def missing_packages() -> list[str]:
+    """The demo's packages that do not import here."""
+    missing = []
+    for module in DEMO_PACKAGES:
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            missing.append(module)
+    return missing
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
+    from rayform.cli._errors import CommandError, install_hint
+
+    missing = missing_packages()
+    if missing:
+        names = ", ".join(f"{DEMO_PACKAGES[m]} ({m!r})" for m in missing)
+        raise CommandError(f"rayform demo needs {names}: {install_hint(DEMO_EXTRA)} brings "
+                           f"{', '.join(DEMO_PACKAGES.values())}")
     from rayform.demo import SUMMARY_SQL, DemoSpec, build_demo, existing_demo
 
     url = catalog_url(args)
@@ -66,17 +90,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print_table(table, OutputFormat())
     print("\nthe SQL behind this summary:")
     print(textwrap.indent(textwrap.dedent(SUMMARY_SQL).strip(), "  "))
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        from rayform.cli._errors import install_hint
+    from rayform.demo import loader_pass
 
-        print(f"\n(the training loader pass needs PyTorch: {install_hint('torch')})")
-    else:
-        from rayform.demo import loader_pass
-
-        print()
-        print(loader_pass(dataset))
+    print()
+    print(loader_pass(dataset))
     print()
     print(next_steps(dataset.catalog.url, dataset.segment_ids()[0]))
     return 0

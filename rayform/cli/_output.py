@@ -16,7 +16,6 @@ import io
 import json
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, TextIO
 
 import pyarrow as pa
@@ -26,31 +25,11 @@ from rich.text import Text
 
 from rayform.cli._table import TextColumn, print_text_table
 
-FORMATS = ("table", "csv", "json")
 TERMINAL_LIST_ITEMS = 8
 DEFAULT_WIDTH = 80
 TERMINAL_HEIGHT = 25
 NS_PER_S = 1_000_000_000
 _NS_PER_UNIT = {"s": NS_PER_S, "ms": 1_000_000, "us": 1_000, "ns": 1}
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class OutputFormat:
-    """How a command prints its result table.
-
-    Attributes:
-        format: ``"table"``, ``"csv"`` or ``"json"``.
-        limit: the most rows printed; ``None`` prints every row.
-    """
-
-    format: str = "table"
-    limit: int | None = None
-
-    def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ValueError(f"output format {self.format!r} is not one of {FORMATS}")
-        if self.limit is not None and self.limit < 0:
-            raise ValueError(f"output limit must be >= 0, got {self.limit!r}")
 
 
 def is_terminal(stream: TextIO) -> bool:
@@ -214,16 +193,17 @@ def printable(table: pa.Table, *, text: bool) -> pa.Table:
     return table
 
 
-def print_table(table: pa.Table, output: OutputFormat, *, stream: TextIO | None = None) -> None:
-    """Print ``table`` to ``stream`` (standard output) in ``output``'s format."""
+def render_table(table: pa.Table, *, fmt: str, limit: int | None,
+                 stream: TextIO | None = None) -> None:
+    """Print ``table`` to ``stream`` (standard output) as ``fmt`` (table, csv or json)."""
     out = stream if stream is not None else sys.stdout
-    table = printable(table, text=output.format == "table")
-    if output.format == "csv":
-        out.write(csv_text(table, limit=output.limit))
-    elif output.format == "json":
-        out.write(json_text(table, limit=output.limit))
+    table = printable(table, text=fmt == "table")
+    if fmt == "csv":
+        out.write(csv_text(table, limit=limit))
+    elif fmt == "json":
+        out.write(json_text(table, limit=limit))
     elif is_terminal(out):
-        print_terminal_table(table, terminal_console(out), limit=output.limit)
+        print_terminal_table(table, terminal_console(out), limit=limit)
     else:
-        out.write(plain_table(table, limit=output.limit) + "\n")
+        out.write(plain_table(table, limit=limit) + "\n")
     out.flush()

@@ -7,8 +7,6 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-
 from rayform.cli._args import (
     add_command,
     add_output_options,
@@ -18,7 +16,7 @@ from rayform.cli._args import (
     time_value,
 )
 from rayform.cli._errors import UsageError
-from rayform.cli._output import print_table
+from rayform.cli._printing import print_table
 
 if TYPE_CHECKING:
     from rayform.catalog import TimeRange
@@ -49,6 +47,8 @@ def cmd_slices_create(args: argparse.Namespace) -> int:
 
 
 def cmd_slices_list(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
     from rayform.client import Client
 
     rows = [{"id": s.id, "name": s.name or "", "dataset": s.dataset, "segments": len(s)}

@@ -13,7 +13,7 @@ from rayform.cli._args import (
     output_format,
     parse_params,
 )
-from rayform.cli._output import print_table
+from rayform.cli._printing import print_table
 
 
 def case_hint(query: str, dataset_names: list[str]) -> str | None:

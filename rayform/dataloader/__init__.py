@@ -30,6 +30,13 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # the one message for a missing PyTorch, before any module of this package needs it
+    import torch  # noqa: F401
+except ImportError as _err:
+    from rayform._optional import missing_message
+
+    raise ImportError(missing_message("torch", extra="torch", feature="rayform.dataloader")) from _err
+
 from rayform._tracing import tracing_scope, with_tracing
 from rayform.dataloader._config import DataSource, EdgeMode, Field
 from rayform.dataloader._iterable_dataset import RerunIterableDataset

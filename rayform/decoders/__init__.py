@@ -11,6 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+try:  # the one message for a missing PyTorch, before any module of this package needs it
+    import torch  # noqa: F401
+except ImportError as _err:
+    from rayform._optional import missing_message
+
+    raise ImportError(missing_message("torch", extra="torch", feature="rayform.decoders")) from _err
+
 from rayform.decoders._base import (
     ColumnDecoder,
     DecodeConcurrency,

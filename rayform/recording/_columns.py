@@ -46,6 +46,8 @@ VIDEO_ASSET: Final = "AssetVideo:asset"
 VIDEO_ASSET_MEDIA_TYPE: Final = "AssetVideo:media_type"
 VIDEO_FRAME_TIMESTAMP: Final = "VideoFrameReference:timestamp"
 VIDEO_FRAME_IS_KEYFRAME: Final = "VideoFrameReference:is_keyframe"
+# The names of a vector's dimensions (joint names), static on its entity (Rerun's SeriesLines).
+SERIES_LINES_NAMES: Final = "SeriesLines:names"
 
 # The archetypes rerun-sdk defines (``rerun.archetypes.<name>``) that rayform columns use.
 RERUN_ARCHETYPES: Final = frozenset({

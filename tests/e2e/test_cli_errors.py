@@ -6,10 +6,12 @@ Each test checks the exit status and the exact standard error; none may show a t
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from cli_support import REPO, RunCli, write_recording
+from cli_support import REPO, RunCli, env_with_checkout, write_recording
 
 from rayform.catalog import Catalog
 from rayform.cli import main
@@ -58,13 +60,29 @@ def test_export_view_ray_and_plot_without_their_extras(robots: str, tmp_path: Pa
     assert not (tmp_path / "e0.rrd").exists() and not (tmp_path / "p.png").exists()
 
 
-def test_demo_without_pyav_is_one_line_and_writes_nothing(tmp_path: Path, run_cli: RunCli) -> None:
+@pytest.mark.parametrize(("blocked", "named"), [
+    (("av",), "PyAV ('av')"),
+    (("av", "PIL"), "Pillow ('PIL'), PyAV ('av')"),
+    (("torch", "PIL", "av"), "PyTorch ('torch'), Pillow ('PIL'), PyAV ('av')"),
+])
+def test_demo_without_its_packages_names_one_extra_and_writes_nothing(
+        tmp_path: Path, run_cli: RunCli, blocked: tuple[str, ...], named: str) -> None:
     cat = tmp_path / "demo"
-    proc = run_cli("--catalog", str(cat), "demo", "--episodes", "1", blocked=("av",))
+    proc = run_cli("--catalog", str(cat), "demo", "--episodes", "1", blocked=blocked)
     assert proc.returncode == 1
-    assert proc.stderr == (f"writing the demo catalog at {cat} …\n"
-                           f"rayform demo: error: VideoFrameDecoder needs PyAV: {_hint('video')}\n")
+    assert proc.stderr == (f"rayform demo: error: rayform demo needs {named}: {_hint('torch')} "
+                           "brings PyTorch, Pillow, PyAV\n")
     assert not cat.exists()
+
+
+@pytest.mark.parametrize("module", ["rayform.torch", "rayform.dataloader", "rayform.decoders"])
+def test_the_torch_surfaces_without_torch_name_the_extra(module: str) -> None:
+    code = f"import sys\nsys.modules['torch'] = None\nimport {module}\n"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env_with_checkout(), timeout=120, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (f"ImportError: {module} needs the 'torch' package: "
+                                            "pip install 'rayform[torch]'")
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -120,6 +120,8 @@ def test_stats_and_segments_in_a_pseudo_terminal(robots: str, width: int) -> Non
     for value in segments.column("rerun_segment_id").to_pylist():
         assert re.search(rf"(^|\s){value}\s", out), out
     out = _in_terminal(["--catalog", robots, "stats", "robots"], columns=width)
-    assert re.search(r"(^|\s)column\s", out) and re.search(r"\scount\s", out), out
+    # a table per column, headed by the column and its count; then min, max, mean, std at least
+    assert re.search(r"^/joints/position:Scalars:scalars: 10 rows$", out, re.MULTILINE), out
+    assert re.search(r"^dim\s+min\s+max\s+mean\s+std", out, re.MULTILINE), out
     assert max(len(line.rstrip()) for line in out.splitlines()) <= width, out
 

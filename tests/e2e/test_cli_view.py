@@ -65,7 +65,7 @@ def test_stats_plot_writes_a_png(robots: str, tmp_path: Path,
     from matplotlib.image import imread
 
     height, width, _ = imread(png).shape
-    assert (width, height) == (800, 260)  # 8 x 2.6 inches at 100 dpi: one panel, one column
+    assert (width, height) == (800, 320)  # 8 x (2.6 + 0.6 for the legend) inches at 100 dpi
 
 
 def _between(text: str, start: str, end: str) -> str:
