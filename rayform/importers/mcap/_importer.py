@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from rayform._optional import require
-from rayform.errors import ConversionWarning, CorruptRecordingError, RayformError
+from rayform.errors import ConversionWarning, CorruptRecordingError, FormatError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
 from rayform.importers.mcap._ros2_messages import Mapped, UnmappableError, mapping_for
@@ -98,7 +98,7 @@ class McapImporter(Importer):
             for channel in sorted(channels.values(), key=lambda c: c.topic):
                 if not channel.payloads:
                     continue
-                entity = _entity_for(channel, used)
+                entity = _entity_for(channel, used, path)
                 _write_channel(rec, entity, channel, decoders, source)
         return [out]
 
@@ -111,6 +111,7 @@ def _read_file(reader_mod: Any, file: Path, channels: dict[int, _Channel],
         with file.open("rb") as fh:
             reader = reader_mod.make_reader(fh)
             header = reader.get_header()
+            _check_compressions(reader_mod, reader, fh, file)
             properties.setdefault("mcap_profile", str(header.profile))
             properties.setdefault("mcap_library", str(header.library))
             for schema, channel, message in reader.iter_messages(log_time_order=False):
@@ -140,6 +141,31 @@ def _read_file(reader_mod: Any, file: Path, channels: dict[int, _Channel],
             f"{type(err).__name__}: {err}") from err
 
 
+_COMPRESSIONS = frozenset({"", "zstd", "lz4"})
+
+
+def _check_compressions(reader_mod: Any, reader: Any, fh: Any, file: Path) -> None:
+    """Refuse chunks compressed with a method the mcap library does not know: it would read
+    their compressed bytes as records and drop every message without a word.
+
+    The summary's chunk indexes say it cheaply; a file without a summary is scanned once,
+    chunks left compressed."""
+    summary = reader.get_summary()
+    if summary is not None and summary.chunk_indexes:
+        methods = {str(c.compression) for c in summary.chunk_indexes}
+    else:
+        stream_mod = require("mcap.stream_reader", extra="mcap", feature="Reading MCAP")
+        fh.seek(0)
+        methods = {str(r.compression) for r in stream_mod.StreamReader(fh, emit_chunks=True)
+                   .records if type(r).__name__ == "Chunk"}
+        fh.seek(0)
+    unknown = sorted(methods - _COMPRESSIONS)
+    if unknown:
+        raise FormatError(f"{file}: MCAP chunks compressed with {unknown[0][:40]!r}, which "
+                          f"rayform cannot read (known: zstd, lz4, none); recompress the file "
+                          "with `mcap recover` or `mcap compress`")
+
+
 def entity_for_topic(topic: str) -> str:
     """The entity path of a topic: ``"/odom"`` stays; unsafe characters become ``_``."""
     parts = [_UNSAFE_ENTITY.sub("_", p) for p in topic.split("/") if p]
@@ -147,11 +173,15 @@ def entity_for_topic(topic: str) -> str:
     return "/" + "/".join(parts) if parts else "/_"
 
 
-def _entity_for(channel: _Channel, used: dict[str, str]) -> str:
+def _entity_for(channel: _Channel, used: dict[str, str], source: object) -> str:
     entity = entity_for_topic(channel.topic)
     known = used.get(entity)
     if known is not None and known != channel.schema_name:
-        entity = f"{entity}/{entity_for_topic(channel.schema_name).strip('/').replace('/', '_')}"
+        renamed = f"{entity}/{entity_for_topic(channel.schema_name).strip('/').replace('/', '_')}"
+        warnings.warn(f"{source}: topic {channel.topic!r} appears with types {known!r} and "
+                      f"{channel.schema_name!r}; the {channel.schema_name!r} messages are stored "
+                      f"under entity {renamed!r}", ConversionWarning, stacklevel=2)
+        entity = renamed
     used[entity] = channel.schema_name
     return entity
 
