@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "fuzz"))
 
-from fuzz_harness import HOSTILE_SQL, run_child  # noqa: E402
+from fuzz_harness import HOSTILE_SQL, run_child
 
 
 def main() -> int:
