@@ -9,6 +9,7 @@ keeps the new file (the building blocks :func:`fsync_file`, :func:`fsync_dir` an
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import uuid
@@ -56,6 +57,15 @@ def make_dirs_durable(folder: Path, *, root: Path) -> None:
         fsync_dir(path.parent)
 
 
+def _short(name: str) -> str:
+    """``name`` for a temporary's name: a long legal name (up to 255 bytes) leaves no room for
+    the temporary's suffixes, so past 96 bytes it is cut and a digest of the whole appended."""
+    if len(name.encode("utf-8", "surrogatepass")) <= 96:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{name[:40]}~{digest}"
+
+
 @contextmanager
 def atomic_path(dest: Path, *, tmp_dir: Path | None = None, mode: int | None = None,
                 durable: bool = False) -> Iterator[Path]:
@@ -71,7 +81,7 @@ def atomic_path(dest: Path, *, tmp_dir: Path | None = None, mode: int | None = N
     """
     dest.parent.mkdir(parents=True, exist_ok=True)
     base = tmp_dir if tmp_dir is not None else dest.parent
-    tmp = base / f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp = base / f".{_short(dest.name)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         yield tmp
         if mode is not None:

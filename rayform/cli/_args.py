@@ -16,6 +16,7 @@ CATALOG_HELP = ("catalog directory or URL (s3://…, https://…); default: $RAY
                 "else ~/.local/share/rayform/catalog")
 _DURATION = re.compile(r"(-?\d+(?:\.\d+)?)(ns|us|ms|s|min|h)")
 _NS_PER_UNIT = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9, "min": 60 * 10**9, "h": 3600 * 10**9}
+_MAX_COUNT = (1 << 63) - 1
 _OFFSET = re.compile(r".*(Z|[+-]\d\d:?\d\d)$")
 
 
@@ -48,6 +49,19 @@ def non_negative_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be 0 or more, got {text!r}")
+    if value > _MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {_MAX_COUNT}, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number above zero (a rate, a number of seconds)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not 0 < value < 1e12:  # also refuses inf and nan
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text!r}")
     return value
 
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rayform.cli._args import add_command, catalog_url
+from rayform.cli._args import add_command, catalog_url, positive_float
 from rayform.cli._errors import CommandError, UsageError
 from rayform.cli._register import add_ray_option, connect_ray
 
@@ -133,7 +133,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("out", help="the output folder (lerobot) or .rrd file")
     p.add_argument("--segment", action="append", default=[], metavar="ID",
                    help="only this segment (repeatable; rrd needs exactly one)")
-    p.add_argument("--fps", type=float, default=None,
+    p.add_argument("--fps", type=positive_float, default=None,
                    help="lerobot: the frame rate of the output grid (required)")
     p.add_argument("--timeline", default=None,
                    help="lerobot: the timeline of the grid (default: the one every column shares)")

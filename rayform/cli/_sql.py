@@ -12,6 +12,7 @@ from rayform.cli._args import (
     catalog_url,
     output_format,
     parse_params,
+    positive_float,
 )
 from rayform.cli._printing import print_table
 
@@ -24,17 +25,6 @@ def case_hint(query: str, dataset_names: list[str]) -> str | None:
             return (f'dataset names are case-sensitive and SQL folds unquoted names to lower case: '
                     f'write "{name}" in double quotes, e.g. SELECT * FROM "{name}".segments')
     return None
-
-
-def positive_seconds(text: str) -> float:
-    """A ``--timeout`` value: a finite number of seconds above zero."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 < value < 1e9:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
-    return value
 
 
 def cmd_sql(args: argparse.Namespace) -> int:
@@ -72,7 +62,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--allow-statements", action="store_true",
                    help="also run DDL, DML and SET statements; DataFusion may then read and "
                         "write any file this process can, so use it only for SQL you trust")
-    p.add_argument("--timeout", type=positive_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
                    help="cancel the query if planning or running it takes longer")
     add_output_options(p)
     p.set_defaults(func=cmd_sql)

@@ -127,7 +127,7 @@ def _open_stream(path: Path) -> Any:
         raise SourceNotFoundError(f"video file {str(path)!r} does not exist")
     try:
         container = av.open(str(path))
-    except av.FFmpegError as err:
+    except (av.FFmpegError, UnicodeDecodeError) as err:  # PyAV decodes damaged tags as UTF-8
         raise CorruptRecordingError(f"{str(path)!r} is not a readable video file: {err}") from err
     if not container.streams.video:
         container.close()

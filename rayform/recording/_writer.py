@@ -476,5 +476,12 @@ def _link_or_copy(src: Path, dest: Path) -> None:
 
 
 def asset_dir_for(recording_path: Path) -> Path:
-    """The folder next to a recording file that holds its assets, named by content hash."""
-    return recording_path.with_name(recording_path.name + ASSETS_SUFFIX)
+    """The folder next to a recording file that holds its assets, named by content hash.
+
+    ``NAME.assets``; for a name so long that the suffix would pass the 255-byte limit of a file
+    name, its first 40 characters and a digest of the whole name stand for it."""
+    name = recording_path.name
+    if len((name + ASSETS_SUFFIX).encode("utf-8", "surrogatepass")) > 255:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        name = f"{name[:40]}~{digest}"
+    return recording_path.with_name(name + ASSETS_SUFFIX)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from rayform.errors import CatalogNotFoundError
@@ -14,13 +15,25 @@ from rayform.storage._retry import RetryPolicy
 from rayform.storage._s3 import S3Transport
 from rayform.storage._store import Store
 
+# A URL scheme (two letters at least, so that a Windows drive "C:" is not one).
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+
 
 def open_store(url: str | os.PathLike[str], *, create: bool = False) -> Store:
     """Open the store behind a catalog URL (a local path; remote schemes plug in here)."""
     text = os.fspath(url)
     if text.startswith(("s3://", "https://", "http://")):
         return open_remote_store(text)
+    scheme = _SCHEME.match(text)
+    if scheme and scheme[1].lower() != "file":
+        raise CatalogNotFoundError(
+            f"catalog URL {text!r}: scheme {scheme[1]!r} is not supported; use a local path, "
+            "file://, s3://, https:// or http://")
     root = Path(text[len("file://"):] if text.startswith("file://") else text).expanduser()
+    if not root.is_dir() and root.exists():
+        raise CatalogNotFoundError(
+            f"no catalog at {text!r}: it is a file, not a catalog directory; name the folder "
+            "that holds catalog.json")
     if create:
         root.mkdir(parents=True, exist_ok=True)
     elif not root.is_dir():

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rayform.errors import ConversionWarning, FormatError
+from rayform.errors import ConversionWarning, FormatError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers.lerobot._episode import write_episode
 from rayform.importers.lerobot._layout import EPISODE_INDEX, segment_id_for_episode
@@ -47,9 +49,12 @@ class LeRobotImporter(Importer):
         return [segment_id_for_episode(e.index) for e in episodes if e.data_path.is_file()]
 
     def convert(self, path: Path, staging: Path) -> list[Path]:
-        info = read_info(path)
-        tasks = read_tasks(info)
-        episodes = read_episodes(info)
+        with _metadata_errors(path, "meta/info.json"):
+            info = read_info(path)
+        with _metadata_errors(path, "meta/tasks"):
+            tasks = read_tasks(info)
+        with _metadata_errors(path, "meta/episodes"):
+            episodes = read_episodes(info)
         present = [e for e in episodes if e.data_path.is_file()]
         _report_missing(info, episodes, present)
         if not present:
@@ -78,6 +83,19 @@ class LeRobotImporter(Importer):
                 outputs.append(write_episode(out, info=info, episode=episode, table=rows,
                                              tasks=tasks, probe=probe))
         return outputs
+
+
+@contextmanager
+def _metadata_errors(root: Path, what: str) -> Iterator[None]:
+    """A value of the wrong type deep in LeRobot metadata is a FormatError naming the file."""
+    try:
+        yield
+    except RayformError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError, OverflowError) as err:
+        raise FormatError(f"{root}: {what} holds a value of the wrong type or range "
+                          f"({type(err).__name__}: {str(err)[:200]}); fix or re-download the "
+                          "dataset's meta/ folder") from err
 
 
 def _episode_rows(table: pa.Table, episode: EpisodeInfo, data_path: Path, *, is_v3: bool

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,6 +154,12 @@ def _number(raw: dict[str, Any], key: str, where: Path, kind: type[int] | type[f
     raise FormatError(f"{where}: {key!r} must be {noun}, got {value!r}; fix {INFO_PATH}")
 
 
+MAX_TASK_CHARS = 1 << 16
+MAX_TEMPLATE_WIDTH = 64
+# The width of a format spec in a path template: "{episode_index:06d}" -> "06".
+_FORMAT_WIDTH = re.compile(r"\{[^{}:]*:[^{}\d]*(\d+)")
+
+
 def dataset_path(root: Path, template: str, where: Path, key: str, **fields: Any) -> Path:
     """A file of the dataset named by an ``info.json`` path template, kept inside ``root``.
 
@@ -160,6 +167,11 @@ def dataset_path(root: Path, template: str, where: Path, key: str, **fields: Any
         FormatError: the template is malformed, or names a file outside the dataset folder
             (an absolute path or ``..``).
     """
+    widths = [int(w) for w in _FORMAT_WIDTH.findall(template)]
+    if any(w > MAX_TEMPLATE_WIDTH for w in widths):
+        raise FormatError(f"{where}: {key} template {template[:120]!r} pads a field to "
+                          f"{max(widths)} characters; at most {MAX_TEMPLATE_WIDTH} are accepted "
+                          f"— fix {INFO_PATH}")
     try:
         rel = template.format(**fields)
     except (KeyError, IndexError, ValueError, AttributeError) as err:
@@ -251,7 +263,17 @@ def read_tasks(info: DatasetInfo) -> dict[int, str]:
     path = info.root / "meta" / "tasks.jsonl"
     if not path.is_file():
         return {}
-    return {int(row["task_index"]): str(row["task"]) for row in _iter_jsonl(path)}
+    tasks: dict[int, str] = {}
+    for row in _iter_jsonl(path):
+        index, task = row.get("task_index"), row.get("task")
+        if isinstance(index, bool) or not isinstance(index, int) or not isinstance(task, str):
+            raise FormatError(f"{path}: each line needs an integer 'task_index' and a string "
+                              f"'task', got {str(row)[:120]}")
+        if len(task) > MAX_TASK_CHARS:
+            raise FormatError(f"{path}: task {index} is {len(task)} characters; at most "
+                              f"{MAX_TASK_CHARS} are accepted")
+        tasks[index] = task
+    return tasks
 
 
 def _scalar_property(value: Any) -> PropertyValue | None:
@@ -291,6 +313,10 @@ def _read_v2_episodes(info: DatasetInfo) -> list[EpisodeInfo]:
                     info.root, info.video_path, where, "video_path", episode_chunk=chunk,
                     episode_index=index, video_key=key, chunk_index=chunk, file_index=index))
         tasks = row.get("tasks") or []
+        if not isinstance(tasks, list) or not all(isinstance(t, str) and len(t) <= MAX_TASK_CHARS
+                                                  for t in tasks):
+            raise FormatError(f"{path}: episode {index}: 'tasks' must be a list of strings of at "
+                              f"most {MAX_TASK_CHARS} characters, got {str(tasks)[:80]!r}")
         extra: dict[str, PropertyValue] = {
             k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
                               if k not in ("episode_index", "tasks", "length"))

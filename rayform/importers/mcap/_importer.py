@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rayform._optional import require
-from rayform.errors import ConversionWarning, CorruptRecordingError, RayformError
+from rayform.errors import ConversionWarning, CorruptRecordingError, FormatError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
 from rayform.importers._time_grid import GRID_SOURCE, TIME_GRID_PROPERTY
@@ -73,7 +73,7 @@ class McapImporter(Importer):
             for channel in sorted(channels.values(), key=lambda c: c.topic):
                 if not channel.payloads:
                     continue
-                entity = assign_entity(channel, used)
+                entity = assign_entity(channel, used, source=path)
                 _write_channel(rec, entity, channel, decoders, source)
         return [out]
 
@@ -86,6 +86,7 @@ def _read_file(reader_mod: Any, file: Path, channels: dict[int, _Channel],
         with file.open("rb") as fh:
             reader = reader_mod.make_reader(fh)
             header = reader.get_header()
+            _check_compressions(reader_mod, reader, fh, file)
             properties.setdefault("mcap_profile", str(header.profile))
             properties.setdefault("mcap_library", str(header.library))
             for schema, channel, message in reader.iter_messages(log_time_order=False):
@@ -113,6 +114,31 @@ def _read_file(reader_mod: Any, file: Path, channels: dict[int, _Channel],
         raise CorruptRecordingError(
             f"{file}: not a readable MCAP file (truncated or damaged): "
             f"{type(err).__name__}: {err}") from err
+
+
+_COMPRESSIONS = frozenset({"", "zstd", "lz4"})
+
+
+def _check_compressions(reader_mod: Any, reader: Any, fh: Any, file: Path) -> None:
+    """Refuse chunks compressed with a method the mcap library does not know: it would read
+    their compressed bytes as records and drop every message without a word.
+
+    The summary's chunk indexes say it cheaply; a file without a summary is scanned once,
+    chunks left compressed."""
+    summary = reader.get_summary()
+    if summary is not None and summary.chunk_indexes:
+        methods = {str(c.compression) for c in summary.chunk_indexes}
+    else:
+        stream_mod = require("mcap.stream_reader", extra="mcap", feature="Reading MCAP")
+        fh.seek(0)
+        methods = {str(r.compression) for r in stream_mod.StreamReader(fh, emit_chunks=True)
+                   .records if type(r).__name__ == "Chunk"}
+        fh.seek(0)
+    unknown = sorted(methods - _COMPRESSIONS)
+    if unknown:
+        raise FormatError(f"{file}: MCAP chunks compressed with {unknown[0][:40]!r}, which "
+                          f"rayform cannot read (known: zstd, lz4, none); recompress the file "
+                          "with `mcap recover` or `mcap compress`")
 
 
 def _decoder_for(channel: _Channel, decoders: Any) -> Decoder | None:

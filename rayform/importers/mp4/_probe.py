@@ -88,7 +88,7 @@ def probe_video(path: Path) -> VideoProbe:
         with av.open(str(path)) as container:
             expected = int(container.streams.video[0].frames or 0)
             has_audio = bool(container.streams.audio)
-    except (av.error.FFmpegError, OSError, IndexError) as err:
+    except (av.error.FFmpegError, OSError, IndexError, UnicodeDecodeError) as err:
         raise CorruptRecordingError(f"{path}: not a readable video file: {err}") from err
     if expected and info.num_frames < expected:
         raise CorruptRecordingError(

@@ -62,12 +62,17 @@ def entity_for_topic(topic: str) -> str:
     return "/" + "/".join(parts) if parts else "/_"
 
 
-def assign_entity(topic: Topic, used: dict[str, str]) -> str:
-    """The topic's entity; a second type on the same path gets a child named after its type."""
+def assign_entity(topic: Topic, used: dict[str, str], *, source: object = None) -> str:
+    """The topic's entity; a second type on the same path gets a child named after its type,
+    with a :class:`ConversionWarning` naming ``source`` (the file or bag)."""
     entity = entity_for_topic(topic.topic)
     known = used.get(entity)
     if known is not None and known != topic.schema_name:
-        entity = f"{entity}/{entity_for_topic(topic.schema_name).strip('/').replace('/', '_')}"
+        renamed = f"{entity}/{entity_for_topic(topic.schema_name).strip('/').replace('/', '_')}"
+        warnings.warn(f"{source}: topic {topic.topic!r} appears with types {known!r} and "
+                      f"{topic.schema_name!r}; the {topic.schema_name!r} messages are stored "
+                      f"under entity {renamed!r}", ConversionWarning, stacklevel=2)
+        entity = renamed
     used[entity] = topic.schema_name
     return entity
 

@@ -90,7 +90,7 @@ class RosbagImporter(Importer):
             rec.set_property(FRAME_CONVENTION_PROPERTY, "ros")  # REP 103
             used: dict[str, str] = {}
             for topic in sorted(topics.values(), key=lambda t: (t.topic, t.schema_name)):
-                entity = assign_entity(topic, used)
+                entity = assign_entity(topic, used, source=source.path)
                 write_topic(rec, entity, topic, _decoder(typestore, topic),
                             source_name=str(source.path))
         return [out]

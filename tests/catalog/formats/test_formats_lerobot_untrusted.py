@@ -1,0 +1,66 @@
+"""LeRobot metadata of the wrong type is refused naming the file (not a raw TypeError, not wrong
+data): tasks given as a string, tasks.jsonl lines of the wrong type, a 10 MB task, a path
+template padding a field to a gigabyte, a shape that is not a number."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from format_sources import write_lerobot_v21
+
+from rayform.catalog import Catalog
+from rayform.errors import FormatError
+
+
+def _edit_jsonl(path: Path, edit: object) -> None:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for row in rows:
+        edit(row)  # type: ignore[operator]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def _register_fails(catalog: Catalog, folder: Path, match: str) -> None:
+    with pytest.raises(FormatError, match=match):
+        catalog.create_dataset("x").register(folder)
+    assert catalog.get_dataset("x").segment_ids() == []
+
+
+def test_tasks_given_as_a_string_are_refused(tmp_path: Path, catalog: Catalog) -> None:
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    _edit_jsonl(tmp_path / "ds" / "meta" / "episodes.jsonl",
+                lambda row: row.__setitem__("tasks", "Pick"))
+    _register_fails(catalog, tmp_path / "ds", r"episodes\.jsonl: episode 0: 'tasks' must be a list")
+
+
+@pytest.mark.parametrize(("value", "match"), [
+    ({"task_index": "0", "task": "pick"}, "needs an integer 'task_index'"),
+    ({"task_index": 0, "task": ["pick"]}, "needs an integer 'task_index' and a string 'task'"),
+    ({"task_index": 0, "task": "x" * (10 << 20)}, "task 0 is 10485760 characters"),
+])
+def test_tasks_jsonl_lines_are_typed_and_bounded(tmp_path: Path, catalog: Catalog,
+                                                 value: dict[str, object], match: str) -> None:
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    (tmp_path / "ds" / "meta" / "tasks.jsonl").write_text(json.dumps(value) + "\n")
+    _register_fails(catalog, tmp_path / "ds", match)
+
+
+def test_a_path_template_padding_to_a_gigabyte_is_refused(tmp_path: Path,
+                                                          catalog: Catalog) -> None:
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    info_path = tmp_path / "ds" / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    info["data_path"] = "data/chunk-{episode_chunk:03d}/episode_{episode_index:0999999999d}.parquet"
+    info_path.write_text(json.dumps(info))
+    _register_fails(catalog, tmp_path / "ds", "pads a field to 999999999 characters")
+
+
+def test_a_wrong_typed_info_value_names_the_file(tmp_path: Path, catalog: Catalog) -> None:
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    info_path = tmp_path / "ds" / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    feature = next(iter(info["features"]))
+    info["features"][feature]["shape"] = [float("nan")]
+    info_path.write_text(json.dumps(info))
+    _register_fails(catalog, tmp_path / "ds", r"meta/info\.json holds a value of the wrong type")
