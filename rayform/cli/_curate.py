@@ -6,11 +6,9 @@ import argparse
 import json
 import sys
 
-import pyarrow as pa
-
 from rayform.cli._args import add_command, catalog_url, time_value
 from rayform.cli._errors import UsageError
-from rayform.cli._output import OutputFormat, json_value, print_table
+from rayform.cli._printing import OutputFormat, print_table
 
 FAIL_ON = ("warning", "error")
 TABLE_COLUMNS = ["segment", "check", "severity", "column", "dim_names", "start_row", "end_row",
@@ -18,8 +16,11 @@ TABLE_COLUMNS = ["segment", "check", "severity", "column", "dim_names", "start_r
 
 
 def cmd_curate(args: argparse.Namespace) -> int:
+    import pyarrow as pa  # here, not at import: `rayform --help` stays fast
+
     from rayform.catalog import Catalog
     from rayform.catalog._slices import load_slice
+    from rayform.cli._output import json_value
     from rayform.curation import curate, write_clean_slice
 
     catalog = Catalog.open(catalog_url(args))
