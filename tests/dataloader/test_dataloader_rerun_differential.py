@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -155,7 +156,10 @@ def server(rerun_env: RerunEnv, recordings: dict[str, list[Path]],
     for name, paths in recordings.items():
         args += ["-d", f"{name}={paths[0].parent}"]
     with log.open("wb") as out:
-        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
+        # Its own process group: `rerun` is a wrapper that starts the real server, which
+        # terminating the wrapper alone would leave running.
+        proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
     try:
         deadline = time.monotonic() + 60
         while b"Ready for connections" not in log.read_bytes():
@@ -164,12 +168,13 @@ def server(rerun_env: RerunEnv, recordings: dict[str, list[Path]],
             time.sleep(0.1)
         yield f"rerun+http://127.0.0.1:{port}"
     finally:
-        proc.terminate()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(timeout=10)
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 @pytest.fixture(scope="module")
