@@ -143,3 +143,31 @@ def test_unregister_reports_what_it_removed(catalog: Catalog, robots: DatasetEnt
     assert robots.at_version(4).segment_ids() == ["ep0", "ep1", "ep2"]
     with pytest.raises(ConfigError, match="nothing to drop"):
         robots.unregister(segments_to_drop=[], layers_to_drop=[])
+
+
+def test_a_rename_racing_registrations_loses_none(catalog: Catalog, robots: DatasetEntry,
+                                                  recording_factory: RecordingFactory) -> None:
+    """Registrations into the old name either land before the rename (and move with it) or fail
+    with EntryNotFoundError: none is lost in between."""
+    import threading
+
+    paths = [recording_factory(f"new{i}", seed=10 + i) for i in range(6)]
+    landed: list[str] = []
+    refused: list[str] = []
+    writer = catalog.get_dataset("robots")
+
+    def register_all() -> None:
+        for path in paths:
+            try:
+                landed.extend(writer.register(path).wait().segment_ids)
+            except EntryNotFoundError:
+                refused.append(path.name)
+
+    thread = threading.Thread(target=register_all)
+    thread.start()
+    robots.set_name("fleet")
+    thread.join()
+    assert len(landed) + len(refused) == len(paths)
+    fleet = catalog.get_dataset("fleet")
+    assert set(fleet.segment_ids()) == {"ep0", "ep1", "ep2", *landed}
+    assert catalog.dataset_names() == ["fleet"]
