@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from rayform.catalog import DatasetEntry, DatasetView
 
 VIEWER_ENV = "RAYFORM_VIEWER"
+FPS_PROPERTY = "property:fps"
 
 
 def selected(dataset: DatasetEntry, segment_ids: list[str]) -> DatasetView:
@@ -65,7 +66,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "rrd":
         return _export_rrd(view, args)
     if args.fps is None:
-        raise UsageError("export lerobot needs --fps: the frame rate of the LeRobot dataset's grid")
+        args.fps = recorded_fps(view)
+        print(f"using --fps {args.fps:g}: every segment's property:fps", file=sys.stderr)
     if connect_ray(args):
         from rayform.ray import export_lerobot as ray_export
 
@@ -78,6 +80,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote LeRobot v3.0 dataset {result.root}: {result.num_episodes} episodes, "
           f"{result.num_frames} frames, features {', '.join(result.features)}")
     return 0
+
+
+def recorded_fps(view: DatasetView) -> float:
+    """The frame rate every segment of ``view`` declares in ``property:fps`` (a LeRobot import).
+
+    Raises:
+        UsageError: no such property, or segments that disagree: ``--fps`` must say it.
+    """
+    table = view.segment_table_arrow()
+    column = FPS_PROPERTY if FPS_PROPERTY in table.column_names else None
+    rates = set() if column is None else set(table.column(column).to_pylist())
+    if len(rates) == 1 and None not in rates:
+        (rate,) = rates
+        if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0:
+            return float(rate)
+    found = "no segment has property:fps" if not rates else (
+        f"the segments' property:fps differ: {sorted(map(str, rates))}")
+    raise UsageError(f"export lerobot needs --fps, the frame rate of the LeRobot dataset's grid "
+                     f"({found})")
 
 
 def has_display() -> bool:
@@ -134,7 +155,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--segment", action="append", default=[], metavar="ID",
                    help="only this segment (repeatable; rrd needs exactly one)")
     p.add_argument("--fps", type=float, default=None,
-                   help="lerobot: the frame rate of the output grid (required)")
+                   help="lerobot: the frame rate of the output grid (default: the segments' "
+                        "property:fps, which LeRobot imports have)")
     p.add_argument("--timeline", default=None,
                    help="lerobot: the timeline of the grid (default: the one every column shares)")
     p.add_argument("--force", action="store_true",
