@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from rayform.catalog import DatasetEntry, DatasetView
 
 VIEWER_ENV = "RAYFORM_VIEWER"
+VIEWER_WAIT_S = 2.0  # a viewer that cannot open a window (no X server) fails within this
 FPS_PROPERTY = "property:fps"
 
 
@@ -139,10 +141,41 @@ def cmd_view(args: argparse.Namespace) -> int:
         print(f"wrote the recording ({reason}); open it where there is a display with: "
               f"rerun {path}", file=sys.stderr)
         return 0
-    subprocess.Popen([*viewer_command(), str(path)], start_new_session=True,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start_viewer([*viewer_command(), str(path)], path)
     print("opening it in the Rerun viewer", file=sys.stderr)
     return 0
+
+
+def start_viewer(command: list[str], path: Path) -> None:
+    """Start the viewer on ``path`` and wait :data:`VIEWER_WAIT_S` for it to fail.
+
+    A viewer still running then, or one that handed the file to a running viewer and exited 0,
+    succeeded.
+
+    Raises:
+        CommandError: the viewer could not start or exited with an error (no X server, …); the
+            message keeps the recording and says how to open it elsewhere.
+    """
+    keep = (f"the recording is kept at {path}; open it where a viewer can run with: "
+            f"rerun {shlex.quote(str(path))}")
+    with tempfile.TemporaryFile() as log:
+        try:
+            proc = subprocess.Popen(command, start_new_session=True, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=log)
+        except OSError as err:
+            raise CommandError(f"the Rerun viewer did not start ({shlex.join(command[:-1])}: "
+                               f"{err.strerror or err}); {keep}") from err
+        try:
+            status = proc.wait(timeout=VIEWER_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return
+        if status == 0:
+            return
+        log.seek(0)
+        said = [line.strip() for line in log.read().decode(errors="replace").splitlines()
+                if line.strip()]
+    why = f": {said[-1]}" if said else ""
+    raise CommandError(f"the Rerun viewer exited with status {status}{why}; {keep}")
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -170,7 +203,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     details="Writes the segment as a .rrd file (rayform[rerun]) and starts the "
                             "viewer rerun-sdk installs; without a display (no DISPLAY or "
                             "WAYLAND_DISPLAY), or with --no-spawn, only writes the file and says "
-                            "how to open it.")
+                            "how to open it. A viewer that fails at start (e.g. no X server) is "
+                            "an error (exit 1) that keeps the file and says how to open it.")
     p.add_argument("dataset", help="the dataset's name")
     p.add_argument("segment", help="the segment id (see rayform segments DATASET)")
     p.add_argument("--out", default=None, metavar="FILE.rrd",
