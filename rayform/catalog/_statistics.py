@@ -73,6 +73,8 @@ class DatasetStatistics:
         segments: segment id -> column -> statistics (only columns with rows in that segment).
         dimension_names: column -> one name per dimension (joint names), for the columns whose
             entity has a static ``SeriesLines:names`` of their width.
+        feature_keys: column -> LeRobot feature key, for columns registered from LeRobot
+            (``/observation.state:Scalars:scalars`` -> ``observation.state``).
     """
 
     dataset: str
@@ -81,6 +83,7 @@ class DatasetStatistics:
     overall: Mapping[str, ColumnStatistics]
     segments: Mapping[str, Mapping[str, ColumnStatistics]]
     dimension_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    feature_keys: Mapping[str, str] = field(default_factory=dict)
 
     def __repr__(self) -> str:
         widths = {c: len(s.mean) for c, s in self.overall.items()}
@@ -157,12 +160,17 @@ class DatasetStatistics:
 
         Args:
             feature_names: column -> LeRobot feature key (``"observation.state"``); columns not
-                named keep their column name; ``None`` keeps every column name.
+                named keep their column name; ``None``: the keys of columns registered from
+                LeRobot (:attr:`feature_keys`), the column name for the others.
             segment_id: one segment's statistics instead of the overall ones.
         """
         table = self.overall if segment_id is None else self.segments.get(segment_id, {})
-        names = feature_names or {}
+        names = self.feature_keys if feature_names is None else feature_names
         return {names.get(column, column): stats.to_lerobot() for column, stats in table.items()}
+
+
+LEROBOT_VERSION_PROPERTY = "codebase_version"  # set on every segment the LeRobot importer writes
+SCALARS = "Scalars:scalars"
 
 
 # ------------------------------------------------------------------------------- planning
@@ -265,7 +273,18 @@ def merge_statistics(view: DatasetView, plan: StatisticsPlan,
         segments=segments,
         dimension_names=dimension_names(view, {c: len(s.mean) for c, s in final.items()
                                                if s.count}),
+        feature_keys=lerobot_feature_keys(view, plan.columns),
     )
+
+
+def lerobot_feature_keys(view: DatasetView, columns: Sequence[str]) -> dict[str, str]:
+    """The LeRobot feature key of each ``/<key>:Scalars:scalars`` column, when the view's
+    segments were registered from LeRobot (they carry its ``codebase_version`` property)."""
+    records = view.segment_records()
+    if not records or not all(LEROBOT_VERSION_PROPERTY in r.properties for r in records):
+        return {}
+    suffix = ":" + SCALARS
+    return {c: entity_of(c)[1:] for c in columns if c.endswith(suffix) and c.count(":") == 2}
 
 
 def dimension_names(view: DatasetView, widths: Mapping[str, int]) -> dict[str, tuple[str, ...]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from rayform.cli._args import (
     add_command,
@@ -12,6 +13,11 @@ from rayform.cli._args import (
 )
 from rayform.cli._lifecycle import add_dataset_actions
 from rayform.cli._printing import print_table
+
+if TYPE_CHECKING:
+    from rayform.catalog import DatasetView
+
+SHOWN_NAMES = 4  # a table shows this many dimension names of a column (csv and json: all)
 
 # Columns of the segment table a terminal-sized listing leaves out (``--all-columns`` shows them).
 WIDE_SEGMENT_COLUMNS = ("rerun_layer_names", "rerun_storage_urls", "rerun_last_updated_at",
@@ -63,23 +69,71 @@ def cmd_segments(args: argparse.Namespace) -> int:
     return 0
 
 
+def _type_text(kind: object, width: int | None) -> str:
+    """``list<item: float>`` as ``list<float>``, with ``[26]`` when every row has 26 values."""
+    import pyarrow as pa
+
+    if isinstance(kind, pa.ListType | pa.LargeListType | pa.FixedSizeListType):
+        head = "fixed_size_list" if isinstance(kind, pa.FixedSizeListType) else (
+            "large_list" if isinstance(kind, pa.LargeListType) else "list")
+        return f"{head}<{kind.value_type}>" + ("" if width is None else f"[{width}]")
+    return str(kind)
+
+
+def vector_widths(dataset: DatasetView, columns: list[str]) -> dict[str, int]:
+    """Per numeric list column, its row length when one segment's rows all share it (the first
+    segment holding the column is read)."""
+    import pyarrow.compute as pc
+
+    from rayform.catalog._accumulator import is_numeric_list
+
+    schema = dataset.schema()
+    wanted = [c for c in columns if is_numeric_list(schema.field(c).type)]
+    widths: dict[str, int] = {}
+    records = dataset.segment_records() if wanted else []
+    for column in wanted:
+        entity, _, component = column.partition(":")
+        for record in records:
+            info = record.entities.get(entity)
+            if info is None or component not in info.components or not info.ranges:
+                continue
+            rows = dataset.open_segment(record.segment_id).column(column, next(iter(info.ranges)))
+            lengths = pc.unique(pc.list_value_length(rows.values)).to_pylist()
+            if len(lengths) == 1 and lengths[0] is not None:
+                widths[column] = int(lengths[0])
+            break
+    return widths
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
     from rayform.catalog import Catalog, schema_gaps
+    from rayform.catalog._statistics import dimension_names
 
     dataset = Catalog.open(catalog_url(args)).get_dataset(args.dataset)
     schema = dataset.schema()
+    components = schema.component_columns()
+    widths = vector_widths(dataset, components)
+    names = dimension_names(dataset, widths)
     gaps = schema_gaps(dataset)  # the merged schema: which segments lack (part of) a column
+    table = args.format == "table"
     rows = [{"column": name, "kind": "index",
-             "type": f"{schema.timelines[name]} ({schema.field(name).type})", "segments": ""}
+             "type": f"{schema.timelines[name]} ({schema.field(name).type})",
+             "names": "" if table else None, "segments": "" if table else None}
             for name in schema.index_columns()]
-    rows += [{"column": name, "kind": "component", "type": str(schema.field(name).type),
-              "segments": gaps[name].describe() if name in gaps else ""}
-             for name in schema.component_columns()]
-    names = pa.schema([("column", pa.string()), ("kind", pa.string()), ("type", pa.string()),
-                       ("segments", pa.string())])
-    print_table(pa.Table.from_pylist(rows, schema=names), output_format(args))
+    for name in components:
+        dims = list(names.get(name, ()))
+        if table and len(dims) > SHOWN_NAMES:
+            dims = [*dims[:SHOWN_NAMES], f"… ({len(dims)} names)"]
+        gap = gaps[name].describe() if name in gaps else None
+        rows.append({"column": name, "kind": "component",
+                     "type": _type_text(schema.field(name).type, widths.get(name)),
+                     "names": ", ".join(dims) or ("" if table else None),
+                     "segments": gap or ("" if table else None)})
+    fields = pa.schema([("column", pa.string()), ("kind", pa.string()), ("type", pa.string()),
+                        ("names", pa.string()), ("segments", pa.string())])
+    print_table(pa.Table.from_pylist(rows, schema=fields), output_format(args))
     return 0
 
 
@@ -118,7 +172,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     add_output_options(p)
     p.set_defaults(func=cmd_segments)
 
-    p = add_command(sub, "schema", summary="print a dataset's timelines and columns",
+    p = add_command(sub, "schema",
+                    summary="print a dataset's timelines and columns, vector widths and names",
                     example="rayform schema demo")
     p.add_argument("dataset", help="the dataset's name")
     add_output_options(p, default_limit=1000)

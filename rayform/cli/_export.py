@@ -8,6 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from rayform.catalog import DatasetEntry, DatasetView
 
 VIEWER_ENV = "RAYFORM_VIEWER"
+VIEWER_WAIT_S = 2.0  # a viewer that cannot open a window (no X server) fails within this
+FPS_PROPERTY = "property:fps"
 
 
 def selected(dataset: DatasetEntry, segment_ids: list[str]) -> DatasetView:
@@ -65,7 +68,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.format == "rrd":
         return _export_rrd(view, args)
     if args.fps is None:
-        raise UsageError("export lerobot needs --fps: the frame rate of the LeRobot dataset's grid")
+        args.fps = recorded_fps(view)
+        print(f"using --fps {args.fps:g}: every segment's property:fps", file=sys.stderr)
     if connect_ray(args):
         from rayform.ray import export_lerobot as ray_export
 
@@ -78,6 +82,25 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote LeRobot v3.0 dataset {result.root}: {result.num_episodes} episodes, "
           f"{result.num_frames} frames, features {', '.join(result.features)}")
     return 0
+
+
+def recorded_fps(view: DatasetView) -> float:
+    """The frame rate every segment of ``view`` declares in ``property:fps`` (a LeRobot import).
+
+    Raises:
+        UsageError: no such property, or segments that disagree: ``--fps`` must say it.
+    """
+    table = view.segment_table_arrow()
+    column = FPS_PROPERTY if FPS_PROPERTY in table.column_names else None
+    rates = set() if column is None else set(table.column(column).to_pylist())
+    if len(rates) == 1 and None not in rates:
+        (rate,) = rates
+        if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0:
+            return float(rate)
+    found = "no segment has property:fps" if not rates else (
+        f"the segments' property:fps differ: {sorted(map(str, rates))}")
+    raise UsageError(f"export lerobot needs --fps, the frame rate of the LeRobot dataset's grid "
+                     f"({found})")
 
 
 def has_display() -> bool:
@@ -118,10 +141,41 @@ def cmd_view(args: argparse.Namespace) -> int:
         print(f"wrote the recording ({reason}); open it where there is a display with: "
               f"rerun {path}", file=sys.stderr)
         return 0
-    subprocess.Popen([*viewer_command(), str(path)], start_new_session=True,
-                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    start_viewer([*viewer_command(), str(path)], path)
     print("opening it in the Rerun viewer", file=sys.stderr)
     return 0
+
+
+def start_viewer(command: list[str], path: Path) -> None:
+    """Start the viewer on ``path`` and wait :data:`VIEWER_WAIT_S` for it to fail.
+
+    A viewer still running then, or one that handed the file to a running viewer and exited 0,
+    succeeded.
+
+    Raises:
+        CommandError: the viewer could not start or exited with an error (no X server, …); the
+            message keeps the recording and says how to open it elsewhere.
+    """
+    keep = (f"the recording is kept at {path}; open it where a viewer can run with: "
+            f"rerun {shlex.quote(str(path))}")
+    with tempfile.TemporaryFile() as log:
+        try:
+            proc = subprocess.Popen(command, start_new_session=True, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=log)
+        except OSError as err:
+            raise CommandError(f"the Rerun viewer did not start ({shlex.join(command[:-1])}: "
+                               f"{err.strerror or err}); {keep}") from err
+        try:
+            status = proc.wait(timeout=VIEWER_WAIT_S)
+        except subprocess.TimeoutExpired:
+            return
+        if status == 0:
+            return
+        log.seek(0)
+        said = [line.strip() for line in log.read().decode(errors="replace").splitlines()
+                if line.strip()]
+    why = f": {said[-1]}" if said else ""
+    raise CommandError(f"the Rerun viewer exited with status {status}{why}; {keep}")
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -134,7 +188,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--segment", action="append", default=[], metavar="ID",
                    help="only this segment (repeatable; rrd needs exactly one)")
     p.add_argument("--fps", type=positive_float, default=None,
-                   help="lerobot: the frame rate of the output grid (required)")
+                   help="lerobot: the frame rate of the output grid (default: the segments' "
+                        "property:fps, which LeRobot imports have)")
     p.add_argument("--timeline", default=None,
                    help="lerobot: the timeline of the grid (default: the one every column shares)")
     p.add_argument("--force", action="store_true",
@@ -148,7 +203,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     details="Writes the segment as a .rrd file (rayform[rerun]) and starts the "
                             "viewer rerun-sdk installs; without a display (no DISPLAY or "
                             "WAYLAND_DISPLAY), or with --no-spawn, only writes the file and says "
-                            "how to open it.")
+                            "how to open it. A viewer that fails at start (e.g. no X server) is "
+                            "an error (exit 1) that keeps the file and says how to open it.")
     p.add_argument("dataset", help="the dataset's name")
     p.add_argument("segment", help="the segment id (see rayform segments DATASET)")
     p.add_argument("--out", default=None, metavar="FILE.rrd",

@@ -100,3 +100,27 @@ def test_demo_keeps_or_rewrites_and_its_next_steps_run(tmp_path: Path,
     assert len(Catalog.open(cat).get_dataset("demo").segment_ids()) == 2
     assert main(["--catalog", str(cat), "demo", "--episodes", "1", "--replace"]) == 0
     assert Catalog.open(cat).get_dataset("demo").segment_ids() == ["episode_000"]
+
+
+def test_view_with_a_dead_viewer_says_so_and_keeps_the_recording(robots: str, tmp_path: Path,
+                                                                 run_cli: RunCli) -> None:
+    pytest.importorskip("rerun")
+    viewer = tmp_path / "viewer.py"
+    viewer.write_text("import sys\nprint('Error: failed to open a window: no X server', "
+                      "file=sys.stderr)\nsys.exit(3)\n")
+    out = tmp_path / "e0.rrd"
+    proc = run_cli("--catalog", robots, "view", "robots", "e0", "--out", str(out),
+                   env={"DISPLAY": ":99", "RAYFORM_VIEWER": f"{sys.executable} {viewer}"})
+    assert (proc.returncode, proc.stdout) == (1, f"{out}\n")
+    assert proc.stderr == (
+        "rayform view: error: the Rerun viewer exited with status 3: Error: failed to open a "
+        f"window: no X server; the recording is kept at {out}; open it where a viewer can run "
+        f"with: rerun {out}\n")
+    assert out.stat().st_size > 0
+    missing = tmp_path / "no-such-viewer"
+    proc = run_cli("--catalog", robots, "view", "robots", "e0", "--out", str(out), "--force",
+                   env={"DISPLAY": ":99", "RAYFORM_VIEWER": str(missing)})
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"rayform view: error: the Rerun viewer did not start "
+                                  f"({missing}: No such file or directory); the recording is "
+                                  f"kept at {out}"), proc.stderr
