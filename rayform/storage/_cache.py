@@ -38,6 +38,7 @@ from rayform.storage._store import sha256_file
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
+DEAD_WRITER_PART_S = 60.0  # a running download writes far more often than this
 
 # Cached objects this process has hashed (or downloaded and hashed), by path: the file's
 # (device, inode, size, mtime) when it matched its name. One entry (~200 bytes) per object read,
@@ -377,11 +378,28 @@ class MetadataCache:
 
 
 def _sweep_stale_parts(tmp: Path) -> None:
-    """Remove downloads left by processes killed more than a day ago."""
-    cutoff = time.time() - STALE_PART_S
+    """Remove downloads left by killed processes: a ``.part`` untouched for a day, or for a
+    minute when the process named in it (``DIGEST.PID.RANDOM.part``) no longer runs here."""
+    now = time.time()
     with contextlib.suppress(OSError):
         for entry in os.scandir(tmp):
             if entry.name.endswith(".part"):
                 with contextlib.suppress(OSError):
-                    if entry.stat().st_mtime < cutoff:
+                    age = now - entry.stat().st_mtime
+                    if age > STALE_PART_S or (age > DEAD_WRITER_PART_S
+                                              and not _writer_alive(entry.name)):
                         os.unlink(entry.path)
+
+
+def _writer_alive(part_name: str) -> bool:
+    """Whether the process whose id a ``.part`` name carries still runs (unknown: alive)."""
+    fields = part_name.split(".")
+    if len(fields) != 4 or not fields[1].isdigit():
+        return True
+    try:
+        os.kill(int(fields[1]), 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True

@@ -262,13 +262,22 @@ class S3Transport(Transport):
                 )
             return self._put_checked(key, data)
         if self.exists(key):
-            return False
+            return self._holds(key, data)
         try:
             self._call(f"PUT {self.url}/{key}", self._client().put_object, Bucket=self.bucket,
                        Key=self._key(key), Body=data, IfNoneMatch="*")
         except FileExistsError:
-            return False
+            return self._holds(key, data)
         return True
+
+    def _holds(self, key: str, data: bytes) -> bool:
+        """Whether an existing ``key`` is this very write: an earlier attempt whose answer was
+        lost after the server applied it, met again by the retry. Commit bodies are unique (a
+        random entry id, a commit time), so the same bytes are ours, not another writer's."""
+        try:
+            return self.get(key) == data
+        except FileNotFoundError:
+            return False
 
     def _put_checked(self, key: str, data: bytes) -> bool:
         """A single writer's create on a server without conditional writes: absent before, and

@@ -24,5 +24,5 @@ def test_a_tag_flipped_out_of_utf8_is_a_corrupt_recording(tmp_path: Path,
     data[27] ^= 0x80
     bad = tmp_path / "flipped.mp4"
     bad.write_bytes(bytes(data))
-    with pytest.raises(CorruptRecordingError, match="flipped.mp4.* is not a readable video file"):
+    with pytest.raises(CorruptRecordingError, match=r"flipped\.mp4.* is not a readable video file"):
         catalog.create_dataset("x").register(bad)
