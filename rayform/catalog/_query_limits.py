@@ -93,7 +93,9 @@ def new_session_context() -> SessionContext:
     from datafusion import SessionContext as Context
 
     runtime = RuntimeEnvBuilder().with_fair_spill_pool(memory_limit_bytes())
-    return Context(SessionConfig(), runtime)
+    # information_schema on, as a plain SessionContext() has it (SELECT * FROM
+    # information_schema.tables lists the datasets' tables).
+    return Context(SessionConfig().with_information_schema(True), runtime)
 
 
 class _DeadlineExceeded(BaseException):

@@ -138,3 +138,25 @@ def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[Encode
     """Write the IPC file at ``path`` (the caller makes it atomic)."""
     with pa.OSFile(str(path), "wb") as sink:
         write_ipc_file(sink, schema, batches)
+
+
+def has_dictionary(schema: pa.Schema) -> bool:
+    """Whether any column holds a dictionary-encoded type, at any depth.
+
+    A dictionary column's values travel in dictionary batches that the hand-laid file above does
+    not write; such recordings are written whole by pyarrow's file writer, uncompressed
+    (:func:`write_plain_file`).
+    """
+    def nested(t: pa.DataType) -> bool:
+        return pa.types.is_dictionary(t) or any(nested(t.field(i).type)
+                                                for i in range(t.num_fields))
+    return any(nested(f.type) for f in schema)
+
+
+def write_plain_file(sink: pa.NativeFile, schema: pa.Schema,
+                     batches: Sequence[pa.RecordBatch]) -> None:
+    """An Arrow IPC file of ``batches`` as pyarrow writes it (dictionaries unified)."""
+    options = pa.ipc.IpcWriteOptions(unify_dictionaries=True)
+    with pa.ipc.new_file(sink, schema, options=options) as writer:
+        for batch in batches:
+            writer.write_batch(batch.replace_schema_metadata(schema.metadata))

@@ -31,7 +31,7 @@ import pyarrow as pa
 from rayform._atomic import atomic_path
 from rayform._local_writes import naming_full_disk
 from rayform.errors import ConfigError, SchemaConflictError
-from rayform.recording._checksum import content_digest
+from rayform.recording._checksum import content_digest, stored_messages
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     ENCODED_IMAGE_MEDIA_TYPE,
@@ -58,7 +58,9 @@ from rayform.recording._file import (
 from rayform.recording._ipc_file import (
     EncodedBatch,
     encode_batch,
+    has_dictionary,
     has_encoded_media,
+    write_plain_file,
     write_recording_file,
 )
 from rayform.recording._names import validate_entity_path, validate_segment_id
@@ -402,8 +404,14 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        digest = content_digest(header, schema,
-                                ((e.message.metadata, e.message.body) for e in encoded))
+        if has_dictionary(schema):  # written whole by pyarrow (dictionary batches), uncompressed
+            sink = pa.BufferOutputStream()
+            write_plain_file(sink, schema, batches)
+            encoded = []
+            digest = content_digest(header, schema, stored_messages(sink.getvalue()))
+        else:
+            digest = content_digest(header, schema,
+                                    ((e.message.metadata, e.message.body) for e in encoded))
         header = header.model_copy(update={"content_sha256": digest})
         schema = schema.with_metadata({HEADER_KEY: header.to_bytes()})
         return header, schema, batches, encoded
@@ -411,10 +419,14 @@ class RecordingWriter:
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        _, schema, _, encoded = self._assemble()
+        _, schema, batches, encoded = self._assemble()
         with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
                 atomic_path(self._path) as tmp:
-            write_recording_file(tmp, schema, encoded)
+            if has_dictionary(schema):
+                with pa.OSFile(str(tmp), "wb") as sink:
+                    write_plain_file(sink, schema, batches)
+            else:
+                write_recording_file(tmp, schema, encoded)
             if self._assets:
                 asset_dir = asset_dir_for(self._path)
                 asset_dir.mkdir(parents=True, exist_ok=True)

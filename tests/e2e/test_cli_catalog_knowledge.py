@@ -90,7 +90,7 @@ def test_real_lerobot_stats_export_and_schema_use_its_metadata(
         cat.create_dataset("g1").register([str(G1)])
     stats = compute_statistics(cat.get_dataset("g1"))
     lerobot = stats.to_lerobot()  # no feature_names: the keys come from the import
-    assert set(lerobot) == {"observation.state", "action"}
+    assert set(lerobot) == {"observation.state", "action", "timestamp"}  # raw times kept
     assert lerobot["action"]["count"] == [221 + 277] and len(lerobot["action"]["mean"]) == 26
     assert main(["--catalog", str(tmp_path / "cat"), "schema", "g1"]) == 0
     out = capsys.readouterr().out
