@@ -9,6 +9,7 @@ the cameras also carry a ``frame_index`` sequence timeline.
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -118,6 +119,27 @@ def existing_demo(url: str) -> DatasetEntry | None:
     return dataset if dataset.segment_ids() else None
 
 
+STAGING_PREFIX = "rayform-demo-"
+"""``$TMPDIR/rayform-demo-<pid>-…``: where a demo writes its episodes before the catalog exists."""
+
+
+def remove_abandoned_staging(folder: Path) -> list[Path]:
+    """Remove the staging folders of demo runs whose process is gone (killed, e.g. SIGKILL)."""
+    removed = []
+    for path in folder.glob(f"{STAGING_PREFIX}*"):
+        pid_text = path.name[len(STAGING_PREFIX):].split("-", 1)[0]
+        if not pid_text.isdigit() or not path.is_dir():
+            continue
+        try:
+            os.kill(int(pid_text), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except PermissionError:  # alive, another user's
+            continue
+    return removed
+
+
 def build_demo(url: str, spec: DemoSpec | None = None, *, replace: bool = False,
                progress: bool = False) -> DatasetEntry:
     """Create the demo dataset in the catalog at ``url``.
@@ -129,10 +151,14 @@ def build_demo(url: str, spec: DemoSpec | None = None, *, replace: bool = False,
     kept = existing_demo(url)
     if kept is not None and not replace:
         return kept
-    tmp = Path(tempfile.mkdtemp(prefix="rayform-demo-"))
+    from tqdm import tqdm
+
+    remove_abandoned_staging(Path(tempfile.gettempdir()))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{STAGING_PREFIX}{os.getpid()}-"))
     try:  # the episodes first: a failure (a missing extra) leaves no catalog behind
         paths = [write_episode(tmp / f"episode_{e:03d}.rfr", e, spec)
-                 for e in range(spec.num_episodes)]
+                 for e in tqdm(range(spec.num_episodes), desc="write episodes", unit="episode",
+                               disable=not progress)]
         dataset = Catalog.create(url).create_dataset(DEMO_DATASET, exist_ok=True)
         written = dataset.register([str(p) for p in paths], on_duplicate="replace",
                                    progress=progress).wait().segment_ids
@@ -183,7 +209,7 @@ class EpochTiming:
         return self.num_samples / self.seconds if self.seconds > 0 else float("inf")
 
 
-def loader_pass(dataset: DatasetEntry, *, batch_size: int = 32) -> str:
+def loader_pass(dataset: DatasetEntry, *, batch_size: int = 32, progress: bool = False) -> str:
     """Two shuffled epochs of the demo through a torch DataLoader; returns a printable report.
 
     The first epoch is cold (files opened, decoders started); the second is the one a training run
@@ -202,10 +228,12 @@ def loader_pass(dataset: DatasetEntry, *, batch_size: int = 32) -> str:
     loader = DataLoader(samples, batch_size=batch_size, shuffle=True)
     shapes: dict[str, str] = {}
     epochs: list[EpochTiming] = []
-    for _ in range(2):
+    from tqdm import tqdm
+
+    for name in ("cold epoch", "warm epoch"):
         start = time.perf_counter()
         count = 0
-        for batch in loader:
+        for batch in tqdm(loader, desc=name, unit="batch", disable=not progress, leave=False):
             count += int(batch["state"].shape[0])
             if not shapes:
                 shapes = {k: f"{tuple(v.shape)} {str(v.dtype).removeprefix('torch.')}"

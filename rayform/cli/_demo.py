@@ -74,16 +74,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     url = catalog_url(args)
     spec = DemoSpec(num_episodes=args.episodes)
     kept = None if args.replace else existing_demo(url)
-    if kept is not None:
+    if kept is not None:  # one line; the summary and the timed epochs only when asked
         count = len(kept.segment_ids())
         asked = "" if count == args.episodes else f" (not {args.episodes})"
         print(f"kept the existing demo dataset at {url}: {count} episode"
               f"{'' if count == 1 else 's'}{asked}; "
               f"--replace rewrites it with --episodes N", file=sys.stderr)
-        dataset = kept
-    else:
-        print(f"writing the demo catalog at {url} …", file=sys.stderr)
-        dataset = build_demo(url, spec, replace=args.replace, progress=sys.stderr.isatty())
+        return 0
+    print(f"writing the demo catalog at {url} …", file=sys.stderr)
+    dataset = build_demo(url, spec, replace=args.replace, progress=sys.stderr.isatty())
     print(f"dataset {dataset.name!r}: {len(dataset.segment_ids())} episodes, "
           f"columns: {', '.join(dataset.schema().component_columns())}")
     table = dataset.catalog.sql(SUMMARY_SQL).to_arrow_table()
@@ -93,7 +92,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from rayform.demo import loader_pass
 
     print()
-    print(loader_pass(dataset))
+    print(loader_pass(dataset, progress=sys.stderr.isatty()))
     print()
     print(next_steps(dataset.catalog.url, dataset.segment_ids()[0]))
     return 0

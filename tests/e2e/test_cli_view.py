@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 import textwrap
@@ -94,9 +95,10 @@ def test_demo_keeps_or_rewrites_and_its_next_steps_run(tmp_path: Path,
     assert capsys.readouterr().out == "torch.Size([32, 16, 7])\n"
 
     assert main(["--catalog", str(cat), "demo", "--episodes", "6"]) == 0
-    assert capsys.readouterr().err.splitlines()[0] == (
+    again = capsys.readouterr()  # one line, and none of the work again
+    assert (again.out, again.err) == ("", (
         f"kept the existing demo dataset at {cat}: 2 episodes (not 6); --replace rewrites it "
-        "with --episodes N")
+        "with --episodes N\n"))
     assert len(Catalog.open(cat).get_dataset("demo").segment_ids()) == 2
     assert main(["--catalog", str(cat), "demo", "--episodes", "1", "--replace"]) == 0
     assert Catalog.open(cat).get_dataset("demo").segment_ids() == ["episode_000"]
@@ -124,3 +126,31 @@ def test_view_with_a_dead_viewer_says_so_and_keeps_the_recording(robots: str, tm
     assert proc.stderr.startswith(f"rayform view: error: the Rerun viewer did not start "
                                   f"({missing}: No such file or directory); the recording is "
                                   f"kept at {out}"), proc.stderr
+
+
+def test_demo_shows_progress_and_cleans_up_after_a_killed_run(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("av")
+    import subprocess
+    import tempfile
+
+    from rayform.demo import DemoSpec, build_demo, loader_pass
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    killed = tmp_path / "tmp" / f"rayform-demo-{int(gone.stdout)}-abc"  # a SIGKILLed run's
+    (killed / "episode_000.rfr").parent.mkdir()
+    (killed / "episode_000.rfr").write_bytes(b"partial")
+    running = tmp_path / "tmp" / f"rayform-demo-{os.getpid()}-def"  # a run still going
+    running.mkdir()
+    dataset = build_demo(str(tmp_path / "cat"), DemoSpec(num_episodes=1), progress=True)
+    assert not killed.exists() and running.is_dir()
+    assert list((tmp_path / "tmp").iterdir()) == [running]  # and its own staging is gone
+    assert "write episodes" in capsys.readouterr().err
+    loader_pass(dataset, progress=True)
+    err = capsys.readouterr().err
+    assert "cold epoch" in err and "warm epoch" in err

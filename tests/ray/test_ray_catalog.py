@@ -136,3 +136,13 @@ def test_export_lerobot_writes_the_same_folder(
     assert any(f.suffix == ".mp4" for f in files) and any(f.suffix == ".parquet" for f in files)
     for name in files:
         assert (single.root / name).read_bytes() == (distributed.root / name).read_bytes(), name
+
+
+def test_register_many_refuses_an_empty_list_before_any_task(tmp_path: Path) -> None:
+    import rayform.ray as rr
+    from rayform.errors import ConfigError
+
+    dataset = Catalog.create(tmp_path / "cat").create_dataset("robots")
+    with pytest.raises(ConfigError, match=r"register_many: no recordings given \(an empty list"):
+        rr.register_many(dataset, [])
+    assert dataset.segment_ids() == []
