@@ -2,7 +2,8 @@
 SQL statement, each run in a child process, printed as counts by outcome.
 
 Outcomes (see tests/fuzz/fuzz_harness.py): ``error`` (a clear rayform error), ``identical``
-(accepted, same data), ``changed`` (accepted with other data: byte mutations of formats without
+(accepted, same data), ``warned`` (accepted with other data and a ConversionWarning saying so),
+``changed`` (accepted with other data: byte mutations of formats without
 payload checksums only), ``other`` (a failure: raw exception, crash, time bound, or wrong-typed
 metadata accepted with other data). Exits 1 if any case is ``other``.
 
@@ -34,12 +35,11 @@ def main() -> int:
     elapsed = time.monotonic() - started
     by = Counter((str(r["source"]), str(r["mutation"]), str(r["outcome"])) for r in results)
     print(f"fuzz campaign: {len(results)} cases in {elapsed:.0f} s on {os.cpu_count()} cores")
-    print(f"{'source':10} {'mutation':11} {'error':>6} {'identical':>9} {'changed':>8} "
-          f"{'other':>6}")
+    outcomes = ("error", "identical", "warned", "changed", "other")
+    print(f"{'source':10} {'mutation':11} " + " ".join(f"{o:>9}" for o in outcomes))
     for source, mutation in sorted({(s, m) for s, m, _ in by}):
-        counts = [by[(source, mutation, o)] for o in ("error", "identical", "changed", "other")]
-        print(f"{source:10} {mutation:11} {counts[0]:6} {counts[1]:9} {counts[2]:8} "
-              f"{counts[3]:6}")
+        counts = [by[(source, mutation, o)] for o in outcomes]
+        print(f"{source:10} {mutation:11} " + " ".join(f"{c:9}" for c in counts))
     totals = Counter(str(r["outcome"]) for r in results)
     print("total:", dict(sorted(totals.items())))
     for r in results:

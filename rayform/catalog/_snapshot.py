@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from rayform._digest import DIGEST_PATTERN
 from rayform.catalog._metadata import DatasetVersion, SegmentRecord
-from rayform.errors import CorruptMetadataError, InvalidNameError
+from rayform.errors import CorruptMetadataError, InvalidNameError, ObjectMissingError
 from rayform.recording._columns import TimelineKind
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.storage._store import Store, object_key
@@ -117,6 +117,7 @@ class SegmentIndex:
             raise ValueError("SegmentIndex: a table without its record column needs record_file")
         self._table = table
         self._record_file = record_file
+        self._reopen: Callable[[], Path] | None = None
         self.source = source
         self._records: dict[str, SegmentRecord] = dict(records or {})
         self._ids: list[str] | None = None
@@ -132,13 +133,35 @@ class SegmentIndex:
                     self._table = self._table.append_column(RECORD, self._read_records())
         return self._table
 
+    def refetch_with(self, reopen: Callable[[], Path]) -> None:
+        """How to get the index file again if it vanishes before its records are read (a cache
+        cleaned under a live process): ``reopen()`` fetches it and returns its path."""
+        self._reopen = reopen
+
     def _read_records(self) -> pa.ChunkedArray:
         assert self._record_file is not None
         try:
-            column = feather.read_table(str(self._record_file), columns=[RECORD],
+            return self._read_record_column(self._record_file)
+        except FileNotFoundError as err:
+            reopen = self._reopen
+            if reopen is None:
+                raise ObjectMissingError(f"{self.source}: the segment index file vanished "
+                                         f"before its records were read: {err}") from err
+        self._record_file = reopen()
+        try:
+            return self._read_record_column(self._record_file)
+        except FileNotFoundError as err:
+            raise ObjectMissingError(
+                f"{self.source}: the segment index file vanished while being read, twice (it "
+                f"was fetched again in between): {err}; something is deleting the cache or the "
+                "catalog's objects — stop it and retry") from err
+
+    def _read_record_column(self, path: Path) -> pa.ChunkedArray:
+        try:
+            column = feather.read_table(str(path), columns=[RECORD],
                                         memory_map=True).column(RECORD)
         except FileNotFoundError:
-            raise  # gone, not damaged: the caller may fetch it again
+            raise  # gone, not damaged: fetched again by _read_records
         except (pa.ArrowInvalid, OSError) as err:
             raise CorruptMetadataError(
                 f"{self.source}: the segment records are not readable (damaged or truncated): "
@@ -357,6 +380,7 @@ def read_index(store: Store, digest: str, *, expected_rows: int, source: str) ->
         raise CorruptMetadataError(
             f"{source}: its segment index object {digest} is missing from the catalog ({err})"
         ) from err
+    index.refetch_with(lambda: store.read_object(digest, lambda path: path))
     if len(index) != expected_rows:
         raise CorruptMetadataError(
             f"{source}: names {expected_rows} segments but its segment index "

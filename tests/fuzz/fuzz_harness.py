@@ -6,6 +6,8 @@ its seed. Each case is registered into a fresh catalog and classified:
 
 - ``error``: a rayform error (``RayformError``), the clear refusal;
 - ``identical``: accepted, and the registered data equals the unmutated source's;
+- ``warned``: accepted with other data and a ``ConversionWarning`` the clean source does not
+  give (the importer said what it changed or dropped);
 - ``changed``: accepted with other data, allowed only for byte mutations of formats that carry
   no checksum of their payload (a flipped pixel in an MP4 cannot be detected);
 - ``other``: anything else — a raw exception, a case past its time bound, or wrong-typed
@@ -127,10 +129,12 @@ def wrong_type(path: Path, rng: random.Random) -> str:
     else:
         doc = json.loads(text)
     where = rng.choice([p for p in _leaves(doc) if p])
-    value = rng.choice(_WRONG)
     node = doc
     for key in where[:-1]:
         node = node[key]
+    original = node[where[-1]]
+    # Another type than the value had (a string for a string would be a legal edit, not a fuzz).
+    value = rng.choice([w for w in _WRONG if type(w) is not type(original)])
     node[where[-1]] = value
     path.write_text(yaml.safe_dump(doc) if is_yaml else json.dumps(doc))
     return f"{path.name}: {'.'.join(map(str, where))} = {str(value)[:40]!r}"
@@ -152,13 +156,19 @@ def fingerprint(dataset: Any) -> str:
     return digest.hexdigest()
 
 
-def _register(copy: Path, catalog_dir: Path) -> str:
+def _register(copy: Path, catalog_dir: Path) -> tuple[str, set[str]]:
+    """The fingerprint of ``copy`` registered, and its conversion warnings (folder-free)."""
     from rayform.catalog import Catalog
+    from rayform.errors import ConversionWarning
 
     catalog = Catalog.create(catalog_dir)
     dataset = catalog.create_dataset("fuzz")
-    dataset.register(copy)
-    return fingerprint(dataset)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConversionWarning)
+        dataset.register(copy)
+    said = {str(w.message).replace(str(copy.parent), "") for w in caught
+            if issubclass(w.category, ConversionWarning)}
+    return fingerprint(dataset), said
 
 
 def importer_cases(seed: int, count: int) -> Iterator[dict[str, Any]]:
@@ -167,7 +177,7 @@ def importer_cases(seed: int, count: int) -> Iterator[dict[str, Any]]:
     work = Path(tempfile.mkdtemp(prefix="rayform-fuzz-"))
     try:
         found = sources(work)
-        truth: dict[str, str] = {}
+        truth: dict[str, tuple[str, set[str]]] = {}
         for source in found:
             clean = work / f"clean-{source.name}"
             clean.mkdir()
@@ -194,12 +204,15 @@ def importer_cases(seed: int, count: int) -> Iterator[dict[str, Any]]:
                 detail = f"{type(err).__name__}: {str(err)[:200]} " + "".join(
                     traceback.format_tb(err.__traceback__)[-2:])[-400:]
             else:
-                if got == truth[source.name]:
+                (digest, said), (clean_digest, clean_said) = got, truth[source.name]
+                if digest == clean_digest:
                     outcome, detail = "identical", ""
+                elif said - clean_said:
+                    outcome, detail = "warned", sorted(said - clean_said)[0][:200]
                 elif kind != "wrong_type" and source.kind == "bytes":
                     outcome, detail = "changed", ""
                 else:
-                    outcome, detail = "other", "accepted with other data"
+                    outcome, detail = "other", "accepted with other data and no warning"
             elapsed = time.monotonic() - started
             if elapsed > CASE_LIMIT_S:
                 outcome, detail = "other", f"took {elapsed:.0f} s (limit {CASE_LIMIT_S:.0f} s)"

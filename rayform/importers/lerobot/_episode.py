@@ -33,6 +33,7 @@ from rayform.importers.lerobot._layout import (
     segment_id_for_episode,
 )
 from rayform.importers.lerobot._metadata import DatasetInfo, EpisodeInfo, FeatureSpec
+from rayform.importers.lerobot._row_checks import check_episode_rows
 from rayform.importers.mp4._probe import VideoProbe
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
@@ -63,6 +64,7 @@ def write_episode(out: Path, *, info: DatasetInfo, episode: EpisodeInfo, table: 
     """
     segment_id = segment_id_for_episode(episode.index)
     table = _sorted_rows(table, info, episode)
+    check_episode_rows(table, data_path=episode.data_path, episode=episode.index, tasks=tasks)
     timelines, grid_error = _timelines(table, info)
     with RecordingWriter(out, recording_id=segment_id, application_id="lerobot") as rec:
         _set_properties(rec, info, episode, table, tasks)

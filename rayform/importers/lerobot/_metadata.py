@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rayform.errors import CorruptRecordingError, FormatError
+from rayform.errors import ConversionWarning, CorruptRecordingError, FormatError
 from rayform.importers.lerobot._layout import (
     DEFAULT_CHUNKS_SIZE,
     INFO_PATH,
@@ -219,8 +220,14 @@ def read_info(root: Path) -> DatasetInfo:
         for s in shape:
             size *= s
         info = spec.get("info") or spec.get("video_info")
+        names = _flat_names(spec.get("names"), size)
+        if names is None and spec.get("names") is not None and spec["dtype"] not in (
+                "video", "image"):
+            warnings.warn(f"{path}: feature {key!r}: 'names' is not {size} strings "
+                          f"({str(spec['names'])[:80]}); its dimensions are left unnamed",
+                          ConversionWarning, stacklevel=2)
         features[key] = FeatureSpec(key=key, dtype=str(spec["dtype"]), shape=shape,
-                                    names=_flat_names(spec.get("names"), size),
+                                    names=names,
                                     info=info if isinstance(info, dict) else None)
     is_v3 = version.startswith("v3")
     fps = _number(raw, "fps", path, float)

@@ -64,3 +64,32 @@ def test_a_wrong_typed_info_value_names_the_file(tmp_path: Path, catalog: Catalo
     info["features"][feature]["shape"] = [float("nan")]
     info_path.write_text(json.dumps(info))
     _register_fails(catalog, tmp_path / "ds", r"meta/info\.json holds a value of the wrong type")
+
+
+def _edit_episode(folder: Path, edit: object) -> None:
+    import pyarrow.parquet as pq
+
+    path = next((folder / "data").rglob("episode_000000.parquet"))
+    table = pq.read_table(path)
+    pq.write_table(edit(table), path)  # type: ignore[operator]
+
+
+def _replace(table: object, name: str, values: list[object]) -> object:
+    import pyarrow as pa
+
+    t = table  # a pyarrow.Table
+    i = t.schema.get_field_index(name)  # type: ignore[attr-defined]
+    return t.set_column(i, name, pa.array(values, t.schema.field(name).type))  # type: ignore
+
+
+@pytest.mark.parametrize(("column", "values", "match"), [
+    ("frame_index", [0, 1, 1, 3, 4], "'frame_index' 1 appears more than once"),
+    ("timestamp", [0.0, 0.1, float("nan"), 0.3, 0.4], "'timestamp' is nan at frame 2"),
+    ("timestamp", [0.0, 0.2, 0.1, 0.3, 0.4], "'timestamp' goes back from 0.2"),
+    ("task_index", [0, 0, 7, 0, 0], "'task_index' 7 is not listed in meta/tasks"),
+])
+def test_contradictory_rows_are_refused_naming_the_file_and_column(
+        tmp_path: Path, catalog: Catalog, column: str, values: list[object], match: str) -> None:
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    _edit_episode(tmp_path / "ds", lambda t: _replace(t, column, values))
+    _register_fails(catalog, tmp_path / "ds", r"episode_000000\.parquet: episode 0: " + match)
