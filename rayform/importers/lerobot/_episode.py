@@ -33,7 +33,7 @@ from rayform.importers.lerobot._layout import (
     segment_id_for_episode,
 )
 from rayform.importers.lerobot._metadata import DatasetInfo, EpisodeInfo, FeatureSpec
-from rayform.importers.lerobot._row_checks import check_episode_rows
+from rayform.importers.lerobot._row_checks import check_declared_shape, check_episode_rows
 from rayform.importers.mp4._probe import VideoProbe
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
@@ -164,7 +164,9 @@ def _log_feature(rec: RecordingWriter, spec: FeatureSpec, column: pa.Array,
         rec.log_columns(entity, timelines=timelines,
                         components={TEXT_DOCUMENT: column.cast(pa.string())})
         return
-    rec.log_columns(entity, timelines=timelines, components={SCALARS: numeric_rows(column, spec.key)})
+    rows = numeric_rows(column, spec.key)
+    check_declared_shape(rows, key=spec.key, shape=spec.shape, where=root / "meta" / "info.json")
+    rec.log_columns(entity, timelines=timelines, components={SCALARS: rows})
     if spec.names is not None:
         rec.log_static(entity, components={SERIES_NAMES: pa.array([list(spec.names)],
                                                                   type=pa.list_(pa.string()))})

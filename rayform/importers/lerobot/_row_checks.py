@@ -2,17 +2,19 @@
 
 Each names the data file and the column: a ``frame_index`` given twice, ``timestamp`` values
 that are not finite or go backwards as frames advance, a ``task_index`` that ``meta/tasks``
-does not list.
+does not list. A numeric feature whose rows hold another number of values than declared is
+kept, with a warning.
 """
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
-from rayform.errors import FormatError
+from rayform.errors import ConversionWarning, FormatError
 from rayform.importers.lerobot._layout import FRAME_INDEX, TASK_INDEX, TIMESTAMP
 
 
@@ -49,4 +51,24 @@ def check_episode_rows(table: pa.Table, *, data_path: Path, episode: int,
                               f"(known: {sorted(tasks)[:10]}); fix the data file or meta/tasks")
 
 
-__all__ = ["check_episode_rows"]
+
+
+def check_declared_shape(rows: pa.Array, *, key: str, shape: tuple[int, ...],
+                         where: Path) -> None:
+    """Warn when a numeric feature's rows hold another number of values than ``info.json``
+    declares for it (the data is kept as it is: the file is what was recorded)."""
+    import pyarrow.compute as pc
+
+    size = int(np.prod(shape)) if shape else 1
+    lengths = pc.list_value_length(rows).drop_null()
+    if len(lengths) == 0:
+        return
+    low, high = pc.min(lengths).as_py(), pc.max(lengths).as_py()
+    if low != size or high != size:
+        found = low if low == high else f"{low} to {high}"
+        warnings.warn(f"{where}: feature {key!r}: info.json declares shape {list(shape)} "
+                      f"({size} values) but its rows hold {found}; the rows are kept as they are",
+                      ConversionWarning, stacklevel=3)
+
+
+__all__ = ["check_declared_shape", "check_episode_rows"]

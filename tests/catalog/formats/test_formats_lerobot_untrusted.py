@@ -93,3 +93,19 @@ def test_contradictory_rows_are_refused_naming_the_file_and_column(
     write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
     _edit_episode(tmp_path / "ds", lambda t: _replace(t, column, values))
     _register_fails(catalog, tmp_path / "ds", r"episode_000000\.parquet: episode 0: " + match)
+
+
+def test_a_declared_shape_the_rows_do_not_have_warns(tmp_path: Path, catalog: Catalog) -> None:
+    from rayform.errors import ConversionWarning
+
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    info_path = tmp_path / "ds" / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    info["features"]["observation.state"]["shape"] = [99]
+    info["features"]["observation.state"].pop("names", None)
+    info_path.write_text(json.dumps(info))
+    ds = catalog.create_dataset("x")
+    with pytest.warns(ConversionWarning, match=r"'observation.state': info.json declares shape "
+                                               r"\[99\] \(99 values\) but its rows hold"):
+        ds.register(tmp_path / "ds")
+    assert ds.segment_ids() == ["episode_000000"]
