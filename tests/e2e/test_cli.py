@@ -119,8 +119,9 @@ def test_stats_and_exports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert (out_dir / "meta" / "info.json").is_file()
 
     assert main(["--catalog", cat, "export", "lerobot", "robots", str(tmp_path / "x")]) == 2
-    assert capsys.readouterr().err == ("rayform export: error: export lerobot needs --fps: the "
-                                       "frame rate of the LeRobot dataset's grid\n")
+    assert capsys.readouterr().err == ("rayform export: error: export lerobot needs --fps, the "
+                                       "frame rate of the LeRobot dataset's grid (no segment has "
+                                       "property:fps)\n")
     pytest.importorskip("rerun")
     rrd = tmp_path / "e0.rrd"
     assert main(["--catalog", cat, "export", "rrd", "robots", str(rrd), "--segment", "e0"]) == 0
