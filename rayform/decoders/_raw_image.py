@@ -19,7 +19,7 @@ import pyarrow as pa
 import torch
 
 from rayform.decoders._arrow import BlobReader
-from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeRequest, FieldBatch
+from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
 from rayform.errors import ConfigError
 from rayform.recording._columns import IMAGE_FORMAT, column_name, entity_of
 
@@ -85,8 +85,9 @@ class RawImageFormat:
                                                             self.channels)
         if self.order is not None:
             hwc = hwc[:, :, list(self.order)]
-        chw = np.ascontiguousarray(hwc.transpose(2, 0, 1).astype(self.dtype.newbyteorder("="),
-                                                                copy=False))
+        # A copy of its own (the buffer is the recording's read-only memory), planar, native order.
+        chw = np.empty((self.channels, self.height, self.width), self.dtype.newbyteorder("="))
+        chw[...] = hwc.transpose(2, 0, 1)
         return torch.from_numpy(chw)
 
 
@@ -115,14 +116,6 @@ class RawImageDecoder(ColumnDecoder):
     def __repr__(self) -> str:
         return "RawImageDecoder()" if self._fixed is None else \
             f"RawImageDecoder(image_format={self._fixed})"
-
-    @property
-    def decode_concurrency(self) -> DecodeConcurrency:
-        return "requests"
-
-    @property
-    def concurrent_blocks(self) -> bool:
-        return True
 
     def decode(self, batch: FieldBatch, requests: Sequence[DecodeRequest]
                ) -> Sequence[torch.Tensor | None]:

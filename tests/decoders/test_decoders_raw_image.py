@@ -120,3 +120,31 @@ def test_aloha_raw_cameras_decode_to_the_frames_h5py_reads(tmp_path: Path) -> No
         "top": Field("/observations/images/top:Image:buffer", ImageDecoder())})
     with pytest.raises(DecodeError):
         encoded[0]
+
+
+def test_an_image_logged_with_the_rerun_sdk_decodes_to_what_was_logged(tmp_path: Path) -> None:
+    rr = pytest.importorskip("rerun")
+    path = tmp_path / "raw.rrd"
+    rec = rr.RecordingStream("rayform-tests", recording_id="raw")
+    rec.save(path)
+    rgb = _frames(3, 5, 7, 3)
+    for frame in range(3):
+        rec.set_time("frame", sequence=frame)
+        rec.log("/cam", rr.Image(rgb[frame], color_model="BGR"))
+        rec.log("/depth", rr.Image(rgb[frame, :, :, 0].astype(np.uint16) * 200,
+                                   color_model="L"))
+    rec.flush()
+    rec.disconnect()
+    catalog = Catalog.create(tmp_path / "catalog")
+    ds = catalog.create_dataset("rerun")
+    ds.register(path).wait()
+    data = RerunMapDataset(DataSource(ds), "frame", {
+        "cam": Field("/cam:Image:buffer", RawImageDecoder()),
+        "depth": Field("/depth:Image:buffer", RawImageDecoder())})
+    for frame in range(3):
+        sample = data[frame]
+        # Logged as BGR: the viewer shows (and the decoder gives) the channels reversed.
+        assert np.array_equal(sample["cam"].numpy().transpose(1, 2, 0), rgb[frame][:, :, ::-1])
+        assert sample["depth"].dtype == torch.uint16
+        assert np.array_equal(sample["depth"].numpy()[0],
+                              rgb[frame, :, :, 0].astype(np.uint16) * 200)
