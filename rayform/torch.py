@@ -8,6 +8,7 @@ path (``"cam0/rgb"`` is the entity ``/cam0/rgb``); each resolves to its column a
 entity holds                         decoder                       sample value
 ==================================== ============================= ========================
 ``EncodedImage:blob``                ``ImageDecoder``              ``uint8 (3, H, W)``
+``Image:buffer`` + ``Image:format``  ``RawImageDecoder``           stored dtype ``(3, H, W)``
 ``VideoStream:sample`` / video asset ``VideoFrameDecoder``         ``uint8 (3, H, W)``
 ``Scalars:scalars``                  ``NumericDecoder``            ``float32 (J,)``
 ``Transform3D:translation`` (+quat)  ``NumericDecoder``, converted ``float32 (3,)`` / ``(7,)``
@@ -71,11 +72,13 @@ from rayform.dataloader._config import EdgeMode, check_edge
 from rayform.dataloader._empty_space import longest_segment, span_text
 from rayform.dataloader._pipeline import IS_PAD_SUFFIX, META_KEY
 from rayform.dataloader._samplers import EpochSampler
-from rayform.decoders import TextDecoder
+from rayform.decoders import RawImageDecoder, TextDecoder
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     FRAME_CONVENTION_PROPERTY,
+    IMAGE_BUFFER,
+    IMAGE_FORMAT,
     LOG_TIME_TIMELINE,
     SAMPLE_TIMELINE_PROPERTY,
     SCALARS,
@@ -266,6 +269,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             fields[key] = Field(column_name(entity, ENCODED_IMAGE_BLOB), ImageDecoder(),
                                 window=window)
             return _Entity(name=key, kind="image", keys=(key,))
+        if has(IMAGE_BUFFER) and has(IMAGE_FORMAT):  # raw pixels (HDF5, sensor_msgs/Image)
+            fields[key] = Field(column_name(entity, IMAGE_BUFFER), RawImageDecoder(),
+                                window=window)
+            return _Entity(name=key, kind="image", keys=(key,))
         if has(VIDEO_SAMPLE) or has(VIDEO_FRAME_TIMESTAMP):
             from rayform.decoders import VideoFrameDecoder
 
@@ -296,7 +303,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         if found:
             raise ConfigError(
                 f"{name!r}: entity {entity} holds {found}, none of which EpisodeDataset can "
-                "decode (EncodedImage, VideoStream, video asset, Scalars, Transform3D, "
+                "decode (EncodedImage, Image, VideoStream, video asset, Scalars, Transform3D, "
                 "TextDocument)"
             )
         entities = sorted({c.partition(":")[0].lstrip("/") for c in columns})

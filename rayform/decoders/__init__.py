@@ -28,6 +28,7 @@ from rayform.decoders._base import (
 )
 from rayform.decoders._image import ImageDecoder
 from rayform.decoders._numeric import NumericDecoder
+from rayform.decoders._raw_image import RawImageDecoder
 from rayform.decoders._requests import RequestArrays, output_row_matrix
 from rayform.decoders._tensor_rows import TensorRows
 from rayform.decoders._text import TextDecoder
@@ -69,6 +70,7 @@ __all__ = [
     "ImageDecoder",
     "IndexValue",
     "NumericDecoder",
+    "RawImageDecoder",
     "RequestArrays",
     "Selector",
     "TensorRows",

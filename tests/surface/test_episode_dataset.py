@@ -347,3 +347,30 @@ def test_a_horizon_longer_than_every_episode_is_refused(guide_catalog: rayform.C
     padded = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints/position_delta",
                                           fps=15, horizon=1000, edge="pad")
     assert len(padded) > 0
+
+
+def test_a_raw_hdf5_camera_is_an_image_observation(tmp_path: Path) -> None:
+    h5py = pytest.importorskip("h5py")
+    rng = np.random.default_rng(3)
+    top = rng.integers(0, 256, (20, 12, 16, 3), dtype=np.uint8)  # ALOHA's raw uint8 (T, H, W, 3)
+    with h5py.File(tmp_path / "episode_0.hdf5", "w") as root:
+        root.attrs["sim"] = True
+        root["observations/images/top"] = top
+        root["observations/qpos"] = rng.standard_normal((20, 14))
+        root["action"] = rng.standard_normal((20, 14))
+    catalog = rayform.Catalog.create(tmp_path / "catalog")
+    aloha = catalog.create_dataset("aloha")
+    aloha.register(tmp_path / "episode_0.hdf5",
+                   import_options=rayform.catalog.ImportOptions(rate_hz=50)).wait()
+    slice_ = rayform.Client(catalog).slices.create("aloha")
+    ds = rayform.torch.EpisodeDataset(slice_, obs=["observations/images/top"], action="action",
+                                      fps=50, horizon=2, seed=None)
+    assert len(ds) > 0
+    for i in (0, len(ds) - 1):
+        sample = ds[i]
+        frame = int(sample["t_ns"]) // 20_000_000  # the exact 50 Hz frame grid
+        image = sample["observations/images/top"]
+        assert image.dtype == torch.uint8 and image.shape == (3, 12, 16)
+        assert np.array_equal(image.numpy().transpose(1, 2, 0), top[frame])
+    batch = next(iter(DataLoader(ds, batch_size=4)))
+    assert batch["observations/images/top"].shape == (4, 3, 12, 16)
