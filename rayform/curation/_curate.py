@@ -22,7 +22,13 @@ import pyarrow.compute as pc
 from rayform.catalog import DatasetEntry, DatasetView, Slice
 from rayform.catalog._notes import findings_table as stored_findings
 from rayform.catalog._notes import load_notes, notes_rows, replace_findings
-from rayform.curation import _checks_episode, _checks_series, _checks_timing, _checks_values
+from rayform.curation import (
+    _checks_episode,
+    _checks_series,
+    _checks_shape,
+    _checks_timing,
+    _checks_values,
+)
 from rayform.curation._check import Check, select_checks
 from rayform.curation._context import MIN_BASELINE_SEGMENTS, Context
 from rayform.curation._finding import Finding
@@ -32,7 +38,7 @@ from rayform.errors import ConfigError, RayformError
 
 VideoMode = Literal["off", "sample", "full"]
 VIDEO_MODES: tuple[VideoMode, ...] = ("off", "sample", "full")
-CURATION_FORMAT = 2  # bump when a check's rule changes: stored findings are then recomputed
+CURATION_FORMAT = 3  # bump when a check's rule changes: stored findings are then recomputed
 
 COVERAGE_CHECKS = [
     Check(id="coverage.declared", detects="episodes the source declares but are not registered",
@@ -52,7 +58,8 @@ def all_checks() -> list[Check]:
     from rayform.curation import _checks_video
 
     return [*COVERAGE_CHECKS, *_checks_timing.CHECKS, *_checks_values.CHECKS,
-            *_checks_series.CHECKS, *_checks_episode.CHECKS, *_checks_video.CHECKS]
+            *_checks_series.CHECKS, *_checks_episode.CHECKS, *_checks_shape.CHECKS,
+            *_checks_video.CHECKS]
 
 
 def _view_of(source: DatasetView | Slice) -> DatasetView:

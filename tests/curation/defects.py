@@ -1,8 +1,9 @@
 """Defect fixtures: copies of the real Unitree G1 LeRobot v2.1 episodes, with defects injected.
 
-``build_dataset(root)`` writes a LeRobot v2.1 folder of 12 episodes under ``root``: each a copy
-of real episode 29 or 30 with its first rows dropped (0, 5 … 25; so the copies differ), and a
-known defect injected into nine of them (``DEFECTS``: what each check must find, where).
+``build_dataset(root)`` writes a LeRobot v2.1 folder of 16 episodes under ``root``: each a copy
+of real episode 29 or 30 with its first rows dropped (0, 5 … 35; so the copies differ), and a
+known defect injected into twelve of them (``DEFECTS``: what each check must find, where; a
+duplicate starts as a copy of the episode it duplicates).
 Everything is deterministic; the real files are only read.
 """
 
@@ -21,7 +22,7 @@ import pyarrow.parquet as pq
 REAL = Path(__file__).resolve().parents[2] / ".." / "shared" / "realdata" / \
     "unitree-g1-lerobot-v21"
 SOURCES = (29, 30)
-TRIMS = (0, 5, 10, 15, 20, 25)
+TRIMS = (0, 5, 10, 15, 20, 25, 30, 35)
 STATE, ACTION = "observation.state", "action"
 STATE_COLUMN = "/observation.state:Scalars:scalars"
 ACTION_COLUMN = "/action:Scalars:scalars"
@@ -37,6 +38,7 @@ class Defect:
     dim: int | None
     rows: tuple[int, int] | None      # half-open expected range (±1 row), None: whole segment
     inject: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+    copy_of: int | None = None        # start from this episode's rows instead of its own
 
     @property
     def segment(self) -> str:
@@ -89,7 +91,26 @@ def _short(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {k: v[:60] for k, v in t.items()}
 
 
-# episode numbers 0..11: copy i is of SOURCES[i % 2] with TRIMS[i // 2] head rows dropped
+def _truncated(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return {k: v[:146] for k, v in t.items()}  # real episode 29's rows 30..175: mid-motion
+
+
+def _merged(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    half = len(t["frame_index"]) // 2  # the episode's second half, then its first: one seam
+    out = {k: np.concatenate([v[half:], v[:half]]) for k, v in t.items()}
+    n = len(out["frame_index"])
+    out["frame_index"] = np.arange(n, dtype=np.int64)
+    out["timestamp"] = (np.arange(n) / 30.0).astype(np.float32)
+    return out
+
+
+def _near_copy(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    for key in (STATE, ACTION):
+        t[key] = t[key] + np.float32(1e-6)
+    return t
+
+
+# episode numbers 0..15: copy i is of SOURCES[i % 2] with TRIMS[i // 2] head rows dropped
 DEFECTS = (
     Defect(0, "values.nonfinite", STATE_COLUMN, 3, (100, 110), _nan_burst),
     Defect(1, "values.offset", STATE_COLUMN, 0, None, _offset),
@@ -100,9 +121,12 @@ DEFECTS = (
     Defect(6, "timing.timestamps", None, None, (59, 61), _repeated_timestamp),
     Defect(7, "episode.idle", None, None, (0, 46), _idle_head),
     Defect(8, "episode.length", None, None, None, _short),
+    Defect(12, "episode.truncated", STATE_COLUMN, 5, (130, 146), _truncated),
+    Defect(13, "episode.merged", STATE_COLUMN, None, (124, 125), _merged),
+    Defect(14, "episode.duplicate", None, None, None, _near_copy, copy_of=10),
 )
-CLEAN = (9, 10, 11)
-NUM_EPISODES = 12
+CLEAN = (9, 10, 11, 15)
+NUM_EPISODES = 16
 
 
 def _columns(table: pa.Table) -> dict[str, np.ndarray]:
@@ -143,18 +167,19 @@ def build_dataset(root: Path, *, defects: bool | tuple[Defect, ...] = True, trim
     first_index = 0
     video_key = "observation.images.cam_high"
     for i in range(count):
-        source = SOURCES[i % 2]
-        trim = trims[i // 2]
+        defect = by_episode.get(i)
+        like = i if defect is None or defect.copy_of is None else defect.copy_of
+        source = SOURCES[like % 2]
+        trim = trims[like // 2]
         table = pq.read_table(REAL / f"data/chunk-000/episode_{source:06d}.parquet")
         cols = {k: v[trim:] for k, v in _columns(table).items()}
         n = len(cols["frame_index"])
         cols["frame_index"] = np.arange(n, dtype=np.int64)
         cols["timestamp"] = (np.arange(n) / 30.0).astype(np.float32)
-        defect = by_episode.get(i)
         declared = n
         if defect is not None:
             cols = defect.inject(cols)
-            if defect.inject is _short:
+            if defect.inject in (_short, _truncated):
                 declared = len(cols["frame_index"])
         n = len(cols["frame_index"])
         cols["episode_index"] = np.full(n, i, dtype=np.int64)

@@ -23,7 +23,7 @@ def test_cli_json_matches_python_and_sql(defect_dataset: DatasetEntry,
     out = json.loads(capsys.readouterr().out)
     assert code == 1  # errors at the default --fail-on error
     assert set(out) == {"dataset", "version", "coverage", "segments", "findings"}
-    assert out["coverage"]["registered"] == 12
+    assert out["coverage"]["registered"] == 16
     assert {s["segment"]: s["verdict"] for s in out["segments"]}["episode_000009"] == "ok"
     python = curate(defect_dataset, video="off", persist=False).findings.select(KEYS).to_pylist()
     sql = defect_dataset.catalog.sql("SELECT * FROM g1.findings").to_arrow_table()

@@ -94,3 +94,13 @@ def test_check_selection(defect_dataset: DatasetEntry) -> None:
     status = {c["id"]: c for c in only.coverage["checks"]}
     assert not status["series.frozen"]["ran"] and "not selected" in status["series.frozen"]["reason"]
     assert isinstance(only.findings, pa.Table)
+
+
+def test_shape_checks_only_where_injected(result: CurationResult) -> None:
+    # a spike's return (episode 4) and a 5-row gap (5) are no seam; the copies of the same
+    # real episode with a different number of head rows dropped are no duplicates
+    rows = result.findings.to_pylist()
+    assert {r["segment"] for r in rows if r["check"] == "episode.merged"} == {"episode_000013"}
+    [dup] = [r for r in rows if r["check"] == "episode.duplicate"]
+    assert dup["segment"] == "episode_000014" and "episode_000010" in dup["message"]
+    assert dup["value"] <= dup["threshold"] == pytest.approx(1e-3)

@@ -1,5 +1,9 @@
 """Video defects in copies of the real Unitree episodes: a dropped frame and a duplicated frame
-(packets remuxed), a frozen camera (re-encoded); the real files' own identical pairs stay quiet."""
+(packets remuxed), a frozen camera (re-encoded); the real files' own identical pairs stay quiet.
+
+The six episodes are copies of real episodes 29 and 30 with all their rows; all but the first
+two get one joint nudged by a different few thousandths (far under any check's threshold) so
+that they are not near-duplicates of each other (``episode.duplicate``)."""
 
 from __future__ import annotations
 
@@ -7,8 +11,9 @@ import functools
 import warnings
 from typing import Any
 
+import numpy as np
 import pytest
-from defects import REAL, build_dataset
+from defects import REAL, STATE, Defect, build_dataset
 from video_defects import frozen_copy, remux
 
 from rayform.catalog import Catalog, DatasetEntry
@@ -18,6 +23,15 @@ pytestmark = pytest.mark.realdata
 CAMERA = "/observation.images.cam_high:VideoFrameReference:timestamp"
 
 
+def _nudge(t: dict[str, np.ndarray], by: float) -> dict[str, np.ndarray]:
+    t[STATE][:, 10] += np.float32(by)  # 0.6 % of the joint's spread per step of ``by``
+    return t
+
+
+NUDGES = tuple(Defect(i, "none", None, None, None, functools.partial(_nudge, by=0.005 * i))
+               for i in range(2, 6))
+
+
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> CurationResult:
     if not REAL.is_dir():
@@ -25,7 +39,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> CurationResult:
     root = tmp_path_factory.mktemp("video")
     videos = {2: functools.partial(remux, drop=101), 4: functools.partial(remux, duplicate=101),
               5: functools.partial(frozen_copy, start=100, stop=130)}
-    source = build_dataset(root, defects=False, trims=(0, 0, 0), videos=videos)  # type: ignore[arg-type]
+    source = build_dataset(root, defects=NUDGES, trims=(0, 0, 0), videos=videos)  # type: ignore[arg-type]
     dataset: DatasetEntry = Catalog.create(str(root / "catalog")).create_dataset("g1")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
