@@ -114,14 +114,17 @@ def merged(ctx: Context, seg: SegmentSeries) -> list[Finding]:
         near = START_MARGIN * float(np.percentile(spacing.min(axis=1), 75))
         x = series.values[:, live] / scale[live]
         steps = np.sqrt(np.nansum(np.diff(x, axis=0) ** 2, axis=1))
-        dist = np.sqrt(np.nansum((x[:, None, :] - pool[None, :, :]) ** 2, axis=2)).min(axis=1)
         limit = JUMP_RATIO * usual_step
         for i in np.flatnonzero(steps > limit):
             t = int(i) + 1
-            # away from every start pose for the half second before, on one after the jump
-            # (a spike's return to its own pose is no seam)
-            if t < part or n - t < part or dist[t] > near or \
-                    not bool(np.all(dist[t - window:t] > near)):
+            if t < part or n - t < part:
+                continue
+            # the nearest start pose to the half second before the jump and to the row after:
+            # away from every one before, on one after (a spike's return to its pose is no seam)
+            near_rows = x[t - window:t + 1]
+            dist = np.sqrt(np.nansum((near_rows[:, None, :] - pool[None, :, :]) ** 2,
+                                     axis=2)).min(axis=1)
+            if dist[-1] > near or not bool(np.all(dist[:-1] > near)):
                 continue
             jump = np.abs(series.values[t] - series.values[t - 1]) / safe
             dims = np.flatnonzero(live & (np.nan_to_num(jump) >= 0.25))
@@ -133,7 +136,7 @@ def merged(ctx: Context, seg: SegmentSeries) -> list[Finding]:
                 baseline=usual_step,
                 message=(f"two episodes in one? at row {row} the pose jumps {steps[i]:.2f} "
                          f"spreads in one row (the others' largest step: {usual_step:.2f}) back "
-                         f"to a start pose ({dist[t]:.2f} from the nearest other segment's "
+                         f"to a start pose ({dist[-1]:.2f} from the nearest other segment's "
                          f"first row, within {near:.2f})")))
             break
     return out
