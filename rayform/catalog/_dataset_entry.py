@@ -196,14 +196,14 @@ class DatasetEntry(DatasetView):
                                                     import_options or NO_OPTIONS)
             if not prepared:  # nothing to register (or everything skipped): no new snapshot
                 self.refresh()
-                return RegistrationHandle.of(requested)
+                return RegistrationHandle(requested)
             snapshot, _ = self._commit_registration(prepared, policy)
         finally:
             import shutil
 
             shutil.rmtree(staging, ignore_errors=True)
         DatasetView.__init__(self, self._catalog, self._name, snapshot)
-        return RegistrationHandle.of(requested)
+        return RegistrationHandle(requested)
 
     def register_prefix(self, recordings_prefix: str | os.PathLike[str],
                         layer_name: str | None = None,
@@ -233,31 +233,42 @@ class DatasetEntry(DatasetView):
     def _prepare(self, sources: list[SourceUri], layers: list[str], staging: Path,
                  progress: bool | None, policy: OnDuplicate = OnDuplicate.ERROR,
                  options: ImportOptions = NO_OPTIONS
-                 ) -> tuple[list[PreparedLayer], list[PreparedLayer]]:
+                 ) -> tuple[list[SegmentRegistrationResult], list[PreparedLayer]]:
         """Convert, validate and store the sources; nothing is written before all validate.
 
-        Returns every inspected layer (what the request holds) and the stored ones, none when
-        nothing is left to register.
+        Returns a result per segment of the request, in its order (segments skipped before
+        converting included, as Rerun lists them), and the stored layers, none when nothing is
+        left to register.
 
         Bad input (a missing file, an unknown format, a damaged recording, a duplicate, a type
         conflict with the dataset's newest snapshot) is found before any object is stored.
         """
         show = progress if progress is not None else (len(sources) > 1 and sys.stderr.isatty())
+        requested = list(sources)
+        skipped: dict[str, tuple[str, ...]] = {}
         if policy is not OnDuplicate.REPLACE:  # duplicates found before converting, if possible
             newest = self._newest()
             found = [] if newest is None else registered_sources(sources, layers,
                                                                  newest.index.record)
             if policy is OnDuplicate.ERROR:
                 refuse_registered(found)
-            done = {f.uri for f in found}
-            kept = [(s, la) for s, la in zip(sources, layers, strict=True) if s.uri not in done]
+            skipped = {f.uri: f.segment_ids for f in found}
+            kept = [(s, la) for s, la in zip(sources, layers, strict=True) if s.uri not in skipped]
             sources, layers = [s for s, _ in kept], [la for _, la in kept]
         inspected = convert_sources(sources, layers, staging, desc=f"register {self._name}",
                                     show=show, options=options)
+        converted = RegistrationHandle.of(inspected).iter_results()
+        by_uri: dict[str, list[SegmentRegistrationResult]] = {}
+        for result, prep in zip(converted, inspected, strict=True):
+            by_uri.setdefault(prep.request_uri or "", []).append(result)
+        results = [r for source in requested for r in (
+            [SegmentRegistrationResult(uri=source.uri, segment_id=i) for i in skipped[source.uri]]
+            if source.uri in skipped else by_uri.pop(source.uri, []))]
+        results += [r for rest in by_uri.values() for r in rest]  # (none: every layer has its uri)
         if not apply_registration(self._newest(), inspected, policy).touched:  # raises
-            return inspected, []
-        return inspected, store_layers(self._catalog.store, inspected, desc=f"store {self._name}",
-                                       show=show)
+            return results, []
+        return results, store_layers(self._catalog.store, inspected, desc=f"store {self._name}",
+                                     show=show)
 
     def _newest(self) -> DatasetSnapshot | None:
         """The newest committed snapshot (not necessarily the one this entry shows).

@@ -68,8 +68,8 @@ def test_field_validation(kwargs: dict[str, Any], match: str) -> None:
 
 def test_other_argument_errors(robots_dataset: DatasetEntry) -> None:
     src = DataSource(robots_dataset)
-    with pytest.raises(ConfigError, match="column name"):
-        Field("joints", NumericDecoder())
+    with pytest.raises(ColumnNotFoundError, match="column name"):  # checked against the dataset
+        RerunMapDataset(src, "frame_index", {"q": Field("nothing_here", NumericDecoder())})
     with pytest.raises(TypeError, match="ColumnDecoder instance"):
         Field(JOINTS, NumericDecoder)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="DatasetEntry, DatasetView or Slice"):

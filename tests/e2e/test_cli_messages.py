@@ -41,9 +41,11 @@ def test_a_duplicate_names_the_option_and_is_found_before_converting(
     assert f"skipped {_sources(robots)[1]}: already registered in layer 'base' (e1)\n" in err
     assert out == ("registered nothing into 'robots': all 2 source(s) are there already; "
                    "--on-duplicate replace overwrites them\n")
-    # the Python API skips before converting too
+    # the Python API skips before converting too, and lists the skipped segments (as Rerun does)
     dataset = Catalog.open(robots).get_dataset("robots")
-    assert dataset.register(_sources(robots), on_duplicate="skip").wait().segment_ids == []
+    handle = dataset.register(_sources(robots), on_duplicate="skip")
+    assert handle.wait().segment_ids == ["e0", "e1"]
+    assert [r.uri for r in handle.iter_results()] == _sources(robots)
 
 
 def test_skip_registers_the_new_and_names_the_skipped(robots: str, tmp_path: Path,

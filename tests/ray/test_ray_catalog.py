@@ -143,6 +143,6 @@ def test_register_many_refuses_an_empty_list_before_any_task(tmp_path: Path) -> 
     from rayform.errors import ConfigError
 
     dataset = Catalog.create(tmp_path / "cat").create_dataset("robots")
-    with pytest.raises(ConfigError, match=r"register_many: no recordings given \(an empty list"):
+    with pytest.raises(ConfigError, match=r"register_many: no data sources to register \(an empty list"):
         rr.register_many(dataset, [])
     assert dataset.segment_ids() == []

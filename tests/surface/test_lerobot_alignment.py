@@ -43,10 +43,12 @@ def test_every_sample_is_on_its_frame(g1_root: Path, workdir: Path, episodes: di
         {sid: (n - 1) // step + 1 for sid, n in rows.items()}  # every row on the grid, the last too
 
 
-def test_exact_latest_at_serves_the_previous_frame(g1_root: Path, workdir: Path,
-                                                   episodes: dict[str, Episode]) -> None:
-    """Rerun's exact rule (``tolerance_s=0``) is what the tolerance fixes."""
+def test_exact_latest_at_serves_the_right_frame_on_the_snapped_grid(
+        g1_root: Path, workdir: Path, episodes: dict[str, Episode]) -> None:
+    """Rerun's exact rule (``tolerance_s=0``) served the previous frame for most samples while the
+    time timeline held LeRobot's float32 seconds; the importer now puts it on the exact grid."""
     exact: Alignment = measure(episode_dataset(g1_root, workdir, fps=15.0,
                                                options=ReadOptions(tolerance_s=0.0)), episodes)
     print(exact.line())
-    assert exact.frame_off > exact.samples // 4
+    assert exact.samples > 200
+    assert (exact.frame_off, exact.state_off) == (0, 0)
