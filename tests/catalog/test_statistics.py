@@ -219,3 +219,19 @@ def test_exact_sums_are_exact(values: np.ndarray) -> None:
         column = [Fraction(float(v)) for v in values[:, d]]
         assert Fraction(sums[d], 2 ** 1126) == sum(column, Fraction(0))
         assert Fraction(squares[d], 2 ** 2252) == sum((v * v for v in column), Fraction(0))
+
+
+def test_a_static_row_is_not_counted_as_a_sample(tmp_path: Path) -> None:
+    """An entity with static components (MCAP topics keep their schema so) has one row more in
+    the wide table than it has samples; the statistics count the samples only."""
+    t = (np.arange(10) * 10_000_000).astype("datetime64[ns]")
+    with RecordingWriter(tmp_path / "s.rfr", recording_id="s") as rec:
+        rec.log_scalars("/odom", timelines={"real_time": t},
+                        values=np.arange(20, dtype=np.float64).reshape(10, 2))
+        rec.log_static("/odom", components={"McapSchema:name": "nav_msgs/msg/Odometry"})
+    ds = Catalog.create(tmp_path / "c").create_dataset("d")
+    ds.register(tmp_path / "s.rfr").wait()
+    stats = compute_statistics(ds, "/odom:Scalars:scalars")
+    assert stats.column("/odom:Scalars:scalars").count == 10
+    rows = ds.catalog.sql('SELECT count(*) AS n FROM d."/odom"').to_arrow_table().to_pylist()
+    assert rows == [{"n": 11}]  # the SQL entity table keeps the static row
