@@ -17,6 +17,7 @@ Each part prints the measured figure, the physical limit measured in the same ru
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -25,7 +26,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,13 +52,7 @@ REPEATS = 3 if QUICK else 5
 QUICK_NOTE = " (quick mode: too small to judge)" if QUICK else ""
 
 
-def median_time(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+median_time = functools.partial(w.median_time, repeats=REPEATS)
 
 
 report = w.report

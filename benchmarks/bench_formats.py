@@ -23,6 +23,7 @@ Each part prints the measured figure, the physical limit measured in the same ru
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -31,7 +32,6 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -107,13 +107,7 @@ int32 sec
 uint32 nanosec"""
 
 
-def median_time(fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+median_time = functools.partial(w.median_time, repeats=REPEATS)
 
 
 report = w.report

@@ -15,10 +15,9 @@ Figures are bytes of source per second (the HDF5 limits read the same bytes the 
 
 from __future__ import annotations
 
-import statistics
+import functools
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from itertools import count
 from pathlib import Path
@@ -43,13 +42,7 @@ ULOG = Path(__file__).resolve().parents[1] / ".." / "shared" / "realdata" / "px4
 _NUMBERS = count()
 
 
-def median_time(fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+median_time = functools.partial(w.median_time, repeats=REPEATS)
 
 
 def write_robomimic(path: Path, h5py: Any) -> None:

@@ -16,15 +16,13 @@ run, and the ratio (target >= 0.5, issue 21):
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
-import statistics
 import struct
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import workload as w
@@ -41,13 +39,7 @@ ZARR_EPISODES = 4 if QUICK else 40
 report = w.report
 
 
-def median_time(fn: Callable[[], object]) -> float:
-    times = []
-    for _ in range(REPEATS):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+median_time = functools.partial(w.median_time, repeats=REPEATS)
 
 
 def _records(path: Path) -> list[bytes]:

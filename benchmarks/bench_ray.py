@@ -19,11 +19,9 @@ import hashlib
 import logging
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -81,13 +79,7 @@ def write_workload(root: Path) -> list[Path]:
     return paths
 
 
-def median_time(fn: Callable[[], object], repeats: int = REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+median_time = functools.partial(w.median_time, repeats=REPEATS)
 
 
 def copy_limit(paths: list[Path], scratch: Path) -> float:

@@ -209,6 +209,11 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
+def median_time(fn: Callable[[], object], *, repeats: int) -> float:
+    """The median wall time of ``repeats`` runs of ``fn``."""
+    return median(timed(fn) for _ in range(repeats))
+
+
 def on_threads(jobs: Sequence[Any], work: Callable[[Sequence[Any]], object], threads: int) -> float:
     """Seconds to run ``work`` over ``jobs`` dealt round-robin to ``threads`` threads."""
     t0 = time.perf_counter()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as _dt
 import time
 from typing import Any
 
@@ -12,21 +11,8 @@ import pyarrow as pa
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._note_ranges import NoteRange, SegmentClock
 from rayform.catalog._notes import KIND_ANNOTATION, append_annotations, attrs_json, notes_rows
+from rayform.catalog._segment_data import time_value_ns
 from rayform.errors import ConfigError, SegmentNotFoundError
-
-
-def _as_ns(value: Any) -> int | None:
-    """``value`` in ns when it is a time (datetime64, timedelta64, datetime, timedelta)."""
-    if isinstance(value, _dt.datetime):
-        value = np.datetime64(value.replace(tzinfo=None) if value.tzinfo is None
-                              else value.astimezone(_dt.timezone.utc).replace(tzinfo=None), "ns")
-    elif isinstance(value, _dt.timedelta):
-        value = np.timedelta64(value, "ns")
-    if isinstance(value, np.datetime64):
-        return int(value.astype("datetime64[ns]").astype(np.int64))
-    if isinstance(value, np.timedelta64):
-        return int(value.astype("timedelta64[ns]").astype(np.int64))
-    return None
 
 
 def resolve_range(entry: DatasetView, segment: str, start: Any, end: Any) -> NoteRange:
@@ -43,7 +29,7 @@ def resolve_range(entry: DatasetView, segment: str, start: Any, end: Any) -> Not
             "dataset.segment_ids()"
         )
     clock = SegmentClock.of(entry.open_segment(segment), entry.timelines)
-    start_ns, end_ns = _as_ns(start), _as_ns(end)
+    start_ns, end_ns = time_value_ns(start), time_value_ns(end)
     if (start_ns is None) != (end_ns is None):
         raise ConfigError(f"annotate: start {start!r} and end {end!r} must both be rows (ints) "
                           "or both be times")

@@ -8,8 +8,10 @@ zero-copy where the file allows. Latest-at is ``numpy.searchsorted``.
 
 from __future__ import annotations
 
+import datetime as _dt
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -64,6 +66,21 @@ def one_array(arr: pa.ChunkedArray) -> pa.Array:
     if arr.num_chunks == 1:
         return arr.chunk(0)
     return arr.combine_chunks()
+
+
+def time_value_ns(value: Any) -> int | None:
+    """``value`` in ns when it is a time (``datetime64``, ``timedelta64``, ``datetime``,
+    ``timedelta``; an aware datetime taken in UTC), else ``None``."""
+    if isinstance(value, _dt.datetime):
+        value = np.datetime64(value.replace(tzinfo=None) if value.tzinfo is None
+                              else value.astimezone(_dt.timezone.utc).replace(tzinfo=None), "ns")
+    elif isinstance(value, _dt.timedelta):
+        value = np.timedelta64(value, "ns")
+    if isinstance(value, np.datetime64):
+        return int(value.astype("datetime64[ns]").astype(np.int64))
+    if isinstance(value, np.timedelta64):
+        return int(value.astype("timedelta64[ns]").astype(np.int64))
+    return None
 
 
 def index_to_int64(arr: pa.Array | pa.ChunkedArray) -> npt.NDArray[np.int64]:

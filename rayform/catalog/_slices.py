@@ -31,6 +31,7 @@ from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentReco
 from rayform.catalog._query import read_only_options
 from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._query_limits import check_query_size, new_session_context
+from rayform.catalog._segment_data import time_value_ns
 from rayform.catalog._tables import entity_ranges
 from rayform.catalog._versions import entry_key, version_key
 from rayform.errors import (
@@ -562,15 +563,9 @@ def _value_kind(value: Any) -> TimelineKind:
 
 
 def _to_int64(value: Any, what: str) -> int:
-    if isinstance(value, _dt.datetime):
-        value = np.datetime64(value.replace(tzinfo=None) if value.tzinfo is None
-                              else value.astimezone(_dt.timezone.utc).replace(tzinfo=None), "ns")
-    elif isinstance(value, _dt.timedelta):
-        value = np.timedelta64(value, "ns")
-    if isinstance(value, np.datetime64):
-        return int(value.astype("datetime64[ns]").astype(np.int64))
-    if isinstance(value, np.timedelta64):
-        return int(value.astype("timedelta64[ns]").astype(np.int64))
+    ns = time_value_ns(value)
+    if ns is not None:
+        return ns
     if isinstance(value, int | np.integer) and not isinstance(value, bool):
         return int(value)
     raise ConfigError(f"TimeRange.{what} must be an int, datetime64 or timedelta64, got {value!r}")

@@ -24,7 +24,6 @@ from rayform.catalog._registration import (
     prepare_layer,
     registration_request,
 )
-from rayform.errors import ConfigError
 from rayform.importers import find_importer
 from rayform.ray._cluster import TaskOptions, run_tasks
 from rayform.recording._columns import DEFAULT_LAYER
@@ -61,11 +60,8 @@ def register_many(dataset: DatasetEntry,
         ``SchemaConflictError``); in every case nothing is committed.
         ConfigError: no sources (before any Ray task starts).
     """
-    paths, _, policy = registration_request(uris, layer_name, on_duplicate,
-                                            caller="register_many")
-    if not paths:
-        raise ConfigError("register_many: no recordings given (an empty list of sources); "
-                          "check the path or pattern that made the list")
+    _, _, policy = registration_request(uris, layer_name, on_duplicate,  # raises on no sources
+                                        caller="register_many")
     prepared = prepare_many(dataset.catalog, uris, layer_name=layer_name, options=options)
     return dataset.register_prepared(prepared, on_duplicate=policy)
 

@@ -21,9 +21,18 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from rayform.errors import ConfigError
 from rayform.importers.hdf5._columns import Kind
@@ -39,6 +48,14 @@ def _rate(value: float | None) -> float | None:
     if value is not None and (not math.isfinite(value) or value <= 0):
         raise ValueError(f"a rate must be finite and > 0 Hz, got {value!r}")
     return value
+
+
+def _int_as_float(value: Any) -> Any:
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# A rate in Hz: an int is taken as a float (strict parsing would refuse it), finite and > 0.
+RateHz = Annotated[float | None, BeforeValidator(_int_as_float), AfterValidator(_rate)]
 
 
 class TimestampSpec(BaseModel):
@@ -73,19 +90,9 @@ class DatasetSpec(BaseModel):
     model_config = _STRICT
     entity: str
     kind: Kind = "auto"
-    rate_hz: float | None = None
+    rate_hz: RateHz = None
     timestamp: TimestampSpec | None = None
     lengths: str | None = Field(default=None, min_length=1)
-
-    @field_validator("rate_hz", mode="before")
-    @classmethod
-    def _rate_number(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("rate_hz")
-    @classmethod
-    def _positive(cls, value: float | None) -> float | None:
-        return _rate(value)
 
     @field_validator("entity")
     @classmethod
@@ -104,21 +111,11 @@ class Hdf5Mapping(BaseModel):
     format: Literal["rayform-hdf5-mapping"]
     format_version: Literal[1]
     episodes: EpisodeSpec = EpisodeSpec()
-    rate_hz: float | None = None
+    rate_hz: RateHz = None
     timestamp: TimestampSpec | None = None
     task_attribute: str | None = Field(default=None, min_length=1)
     properties: dict[str, str | int | float | bool] = Field(default_factory=dict)
     datasets: dict[str, DatasetSpec] = Field(min_length=1)
-
-    @field_validator("rate_hz", mode="before")
-    @classmethod
-    def _rate_number(cls, value: Any) -> Any:
-        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
-
-    @field_validator("rate_hz")
-    @classmethod
-    def _positive(cls, value: float | None) -> float | None:
-        return _rate(value)
 
     @model_validator(mode="after")
     def _one_timeline_kind(self) -> Hdf5Mapping:
