@@ -7,6 +7,7 @@ exclusive end of each episode.
 
 from __future__ import annotations
 
+import sys
 import zipfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -57,6 +58,9 @@ def open_replay_buffer(path: Path) -> Iterator[Any]:
         ImportError: zarr is not installed (``rayform[zarr]``).
         CorruptRecordingError: the store's metadata cannot be read.
     """
+    if sys.version_info < (3, 11):
+        raise ImportError("Reading Zarr stores needs zarr-python 3, which needs Python 3.11 or newer "
+                          f"(this is Python {sys.version_info[0]}.{sys.version_info[1]})")
     zarr = require("zarr", extra="zarr", feature="Reading Zarr stores")
     store: Any = None
     if path.is_file():

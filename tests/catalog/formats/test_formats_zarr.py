@@ -283,3 +283,12 @@ def test_mutated_metadata_never_escapes_as_a_raw_error(tmp_path: Path) -> None:
             refused += 1
         target.write_bytes(originals[target])
     assert refused > 0
+
+
+def test_older_python_is_told_zarr_needs_3_11(tmp_path: Path, catalog: Catalog,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    write_replay_buffer(tmp_path / "buf.zarr", LENGTHS)
+    monkeypatch.setattr(sys, "version_info", (3, 10, 14, "final", 0))
+    ds = catalog.create_dataset("z")
+    with pytest.raises(ImportError, match=r"needs Python 3\.11 or newer \(this is Python 3\.10\)"):
+        ds.register(tmp_path / "buf.zarr")
