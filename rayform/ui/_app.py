@@ -296,8 +296,7 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
                                                                         "row", 0))
         blob, media_type = await run_in_threadpool(read)
         return Response(blob, media_type=media_type,
-                        headers={"cache-control": "private, max-age=3600",
-                                 "x-content-type-options": "nosniff"})
+                        headers={"cache-control": "private, max-age=3600"})
 
     async def media_video(request: Request) -> Response:
         fmt = request.query_params.get("format", "mp4")
@@ -310,8 +309,7 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
                 return state.videos.transcoded(data, entity, axis), "video/webm"
             return state.videos.playable(data, entity, axis)
         path, media_type = await run_in_threadpool(make)
-        return FileResponse(path, media_type=media_type,
-                            headers={"x-content-type-options": "nosniff"})
+        return FileResponse(path, media_type=media_type)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
@@ -331,20 +329,51 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
         Route("/sql", page("sql.html", sql), name="sql"),
         Route("/slices", page("slices.html", slices), name="slices"),
         Route("/api/datasets", api(datasets)),
-        Route("/api/datasets/{name}", api(dataset_page)),
+        Route("/api/datasets/{name}", api(_twin(dataset_page, "page"))),
         Route("/api/datasets/{name}/statistics", api(statistics), name="statistics"),
-        Route("/api/datasets/{name}/segments/{segment}", api(_episode_api(episode))),
+        Route("/api/datasets/{name}/segments/{segment}", api(_twin(episode, "episode"))),
         Route("/api/sql", api(sql_api)),
         Route("/api/slices", api(slices_api), methods=["GET", "POST"]),
         Route("/media/{name}/{segment}/image", api(media_image), name="media_image"),
         Route("/media/{name}/{segment}/video", api(media_video), name="media_video"),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
-    return Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: not_found})
+    return security_headers(app)
 
 
-def _episode_api(build: Callable[[Any], Awaitable[dict[str, Any]]]
-                 ) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+# Pages run only this server's scripts and load only its media: a value from a recording shown
+# on a page cannot bring a script in, and a served blob is never sniffed into HTML.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; img-src 'self' data:; media-src 'self' blob:; "
+                           "style-src 'self' 'unsafe-inline'; script-src 'self'; "
+                           "object-src 'none'; frame-ancestors 'none'; base-uri 'none'")
+
+
+def security_headers(app: Any) -> Any:
+    """Wrap ``app`` (ASGI) so that every response carries the policy headers."""
+    extra = [(b"content-security-policy", CONTENT_SECURITY_POLICY.encode()),
+             (b"x-content-type-options", b"nosniff"), (b"referrer-policy", b"no-referrer")]
+
+    async def wrapped(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                names = {k.lower() for k, _ in message.get("headers", [])}
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  *[h for h in extra if h[0] not in names]]}
+            await send(message)
+
+        await app(scope, receive, send_with_headers)
+
+    return wrapped
+
+
+def _twin(build: Callable[[Any], Awaitable[dict[str, Any]]], key: str
+          ) -> Callable[[Any], Awaitable[dict[str, Any]]]:
+    """The JSON twin of a page whose data is the ``key`` item of what ``build`` gives."""
     async def twin(request: Any) -> dict[str, Any]:
-        return dict((await build(request))["episode"])
+        return dict((await build(request))[key])
     return twin

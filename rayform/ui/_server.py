@@ -61,10 +61,13 @@ def warn_if_exposed(host: str) -> None:
 
 def serve(app: Any, options: ServeOptions, *, out: TextIO | None = None) -> None:
     """Run ``app`` until interrupted (Ctrl-C), printing its URL once it listens."""
-    import uvicorn
-
     warn_if_exposed(options.host)
-    stream = out or sys.stdout
+    run_server(app, options, out or sys.stdout)
+
+
+def run_server(app: Any, options: ServeOptions, stream: TextIO) -> None:
+    """uvicorn on ``options.host:port``; prints the URL (the real port when 0 was asked)."""
+    import uvicorn
 
     class Server(uvicorn.Server):
         def startup_message(self) -> None:
