@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,13 +101,21 @@ def server_url(ui_catalog: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
             break
     if url is None:
         proc.kill()
+        proc.wait()
+        proc.stdout.close()
         raise AssertionError("rayform ui printed no URL:\n" + "".join(lines))
+    # keep reading what it says (its warnings), so that a full pipe never blocks it
+    drain = threading.Thread(target=lambda: lines.extend(proc.stdout or ()), daemon=True)
+    drain.start()
     yield url.rstrip("/")
     proc.terminate()
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:
         proc.kill()
+        proc.wait()
+    drain.join(timeout=10)
+    proc.stdout.close()
 
 
 def browser_missing() -> str | None:
