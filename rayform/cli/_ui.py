@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from rayform.cli._args import add_command, catalog_url, non_negative_int
 
@@ -13,10 +14,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     options = ServeOptions(host=args.host, port=args.port, open_browser=not args.no_browser)
     app = create_app(Catalog.open(catalog_url(args)))
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
         serve(app, options)
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

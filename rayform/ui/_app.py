@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import json
 import threading
-from urllib.parse import urlencode
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 from rayform.catalog import Catalog, DatasetEntry
 from rayform.errors import (
@@ -46,7 +46,7 @@ from rayform.ui._media import (
     image_bytes,
 )
 from rayform.ui._overview import catalog_overview
-from rayform.ui._segment_table import HIDDEN_COLUMNS, TableQuery, segment_page
+from rayform.ui._segment_table import HIDDEN_COLUMNS, SegmentTables, TableQuery, segment_page
 from rayform.ui._slice_pages import all_slices, slice_from_filter, slice_json
 from rayform.ui._sql_page import DOWNLOAD_ROWS, PAGE_ROWS, run_query
 from rayform.ui._statistics import statistics_rows
@@ -55,6 +55,8 @@ from rayform.ui._values import cell_text
 HERE = Path(__file__).parent
 DEFAULT_SQL_TIMEOUT_S = 30.0
 EXAMPLE_QUERY = "SELECT count(*) FROM {}.segments"
+# The dataset page computes statistics as it opens up to this many segments; beyond, on a click.
+AUTO_STATISTICS_SEGMENTS = 500
 
 
 @dataclass(slots=True, kw_only=True)
@@ -66,6 +68,7 @@ class UiState:
     sql_timeout_s: float | None = DEFAULT_SQL_TIMEOUT_S
     statistics: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
     codecs: dict[str, str | None] = field(default_factory=dict)
+    tables: SegmentTables = field(default_factory=SegmentTables)
 
     def timeout(self) -> float | None:
         """The SQL timeout where it can work (SIGALRM reaches the main thread only)."""
@@ -145,7 +148,6 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
     from starlette.requests import Request
     from starlette.responses import (
         FileResponse,
-        HTMLResponse,
         JSONResponse,
         Response,
     )
@@ -166,9 +168,7 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
     env.filters["tojson_compact"] = lambda v: json.dumps(v, separators=(",", ":"))
     env.globals["catalog_url"] = cat.url
 
-    Handler = Callable[[Request], Awaitable[Response]]
-
-    def page(template: str, build: Callable[[Request], Any]) -> Handler:
+    def page(template: str, build: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
                 context = await build(request)
@@ -182,7 +182,7 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
             return templates.TemplateResponse(request, template, context)
         return endpoint
 
-    def api(build: Callable[[Request], Any]) -> Handler:
+    def api(build: Callable[[Request], Any]) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
             try:
                 result = await build(request)
@@ -197,13 +197,16 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
     # --- the data behind each page (shared by the page and its twin) ---
 
     async def datasets(request: Request) -> dict[str, Any]:
-        summaries = [s.to_json() for s in catalog_overview(cat)]
+        summaries = [s.to_json() for s in catalog_overview(cat, state.tables)]
         return {"catalog": cat.url, "datasets": summaries}
 
     async def dataset_page(request: Request) -> dict[str, Any]:
         ds = state.dataset(request.path_params["name"])
-        result = segment_page(cat, ds, table_query(request.query_params), timeout_s=state.timeout())
-        return {"page": result.to_json(), "hidden": HIDDEN_COLUMNS}
+        result = segment_page(state.tables, ds, table_query(request.query_params),
+                              timeout_s=state.timeout())
+        return {"page": result.to_json(), "hidden": HIDDEN_COLUMNS,
+                "segments_in_dataset": state.tables.get(ds)[0].num_rows,
+                "auto_statistics": AUTO_STATISTICS_SEGMENTS}
 
     async def statistics(request: Request) -> dict[str, Any]:
         ds = state.dataset(request.path_params["name"])

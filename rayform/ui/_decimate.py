@@ -61,7 +61,8 @@ def decimate(t_s: npt.NDArray[np.float64], values: npt.NDArray[np.float64], *, w
     low, high = low[keep], high[keep]
     low[~np.isfinite(low)] = np.nan
     high[~np.isfinite(high)] = np.nan
-    return Envelope(t_s=start + (keep + 0.5) / scale, low=low, high=high)
+    centres = (start + (keep + 0.5) / scale).astype(np.float64)
+    return Envelope(t_s=centres, low=low, high=high)
 
 
 def svg_paths(envelope: Envelope, *, span_s: tuple[float, float], width: int, height: int,

@@ -81,7 +81,7 @@ def asset_codec(path: Path) -> str | None:
     av = require_av()
     try:
         with av.open(str(path)) as container:
-            name = container.streams.video[0].codec_context.name
+            name = str(container.streams.video[0].codec_context.name)
     except (av.error.FFmpegError, IndexError, OSError):
         return None
     try:
@@ -160,8 +160,8 @@ def _strictly_increasing(ticks: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 def remux_stream(data: SegmentData, entity: str, axis: Axis, out_path: Path) -> None:
     """Copy a packet stream's packets into an MP4, timed from its first frame (no decoding but
     the first keyframe's, for the picture size)."""
-    from rayform.media._video_codec import open_decoder, require_av
     from rayform.media._video_bitstream import detect_gop_start
+    from rayform.media._video_codec import open_decoder, require_av
     from rayform.media._video_frames import PacketColumn
 
     av = require_av()

@@ -17,6 +17,7 @@ from rayform.recording._columns import (
     RANGE_START_SUFFIX,
     SIZE_BYTES,
 )
+from rayform.ui._segment_table import SegmentTables
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,9 +52,8 @@ def _sum(table: pa.Table, column: str) -> int:
     return int(pc.sum(table.column(column)).as_py() or 0)
 
 
-def summarize(dataset: DatasetEntry) -> DatasetSummary:
-    """The figures of one dataset, from its segment table (metadata only, no recording read)."""
-    table = dataset.segment_table_arrow()
+def summarize(dataset: DatasetEntry, table: pa.Table) -> DatasetSummary:
+    """The figures of one dataset from its segment table (metadata only, no recording read)."""
     timelines = dict(dataset.timelines)
     _, temporal = pick_timelines(timelines)
     duration: float | None = None
@@ -75,6 +75,7 @@ def summarize(dataset: DatasetEntry) -> DatasetSummary:
                           last_change=last, timelines=timelines)
 
 
-def catalog_overview(catalog: Catalog) -> list[DatasetSummary]:
+def catalog_overview(catalog: Catalog, tables: SegmentTables) -> list[DatasetSummary]:
     """A summary of every dataset, by name."""
-    return [summarize(d) for d in sorted(catalog.datasets(), key=lambda d: d.name)]
+    return [summarize(d, tables.get(d)[0])
+            for d in sorted(catalog.datasets(), key=lambda d: d.name)]

@@ -1,17 +1,27 @@
 """The segment table page: a SQL filter over ``NAME.segments``, a sort column, one page of rows,
-and the curation verdict and findings counts of the segments shown."""
+and the curation verdict and findings counts of the segments shown.
+
+The filter is a predicate over the columns of ``NAME.segments`` (the segment table rayform's SQL
+shows), run the way ``slices.create(where=…)`` runs its filter: over the snapshot's segment
+table registered as ``segments`` in a context of its own, read-only, bounded in size and memory,
+and under the timeout on the main thread.
+"""
 
 from __future__ import annotations
 
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rayform.catalog import Catalog, DatasetEntry
+from rayform.catalog import DatasetEntry
 from rayform.catalog._notes import load_notes
+from rayform.catalog._query import read_only_options
+from rayform.catalog._query_errors import translate_errors
+from rayform.catalog._query_limits import check_query_size, deadline, new_session_context
 from rayform.curation._result import verdicts_of
 from rayform.errors import ConfigError
 from rayform.recording._columns import (
@@ -81,32 +91,69 @@ class SegmentPage:
                 "rows": self.rows, "curated": self.curated, "verdicts": self.verdicts}
 
 
-def segment_page(catalog: Catalog, dataset: DatasetEntry, query: TableQuery, *,
+class SegmentTables:
+    """Each dataset snapshot's segment table, built once (metadata only) and queried in a
+    read-only DataFusion context of its own: the page's count and page queries, and the next
+    page, do not rebuild a 10,000-row table each. Holds the last :data:`KEPT` snapshots."""
+
+    KEPT = 4
+
+    def __init__(self) -> None:
+        self._tables: OrderedDict[tuple[str, int], tuple[pa.Table, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, dataset: DatasetEntry) -> tuple[pa.Table, Any]:
+        """The segment table of ``dataset``'s snapshot and a context where it is ``segments``."""
+        key = (dataset.name, dataset.snapshot_version)
+        with self._lock:
+            found = self._tables.get(key)
+            if found is not None:
+                self._tables.move_to_end(key)
+                return found
+        table = dataset.segment_table_arrow()
+        ctx = new_session_context()
+        ctx.register_record_batches("segments", [table.to_batches()] if table.num_rows else [[]])
+        with self._lock:
+            self._tables[key] = (table, ctx)
+            while len(self._tables) > self.KEPT:
+                self._tables.popitem(last=False)
+        return table, ctx
+
+
+def _run(ctx: Any, text: str, *, what: str, timeout_s: float | None) -> pa.Table:
+    with translate_errors(what), deadline(timeout_s, what=what):
+        return ctx.sql(text, options=read_only_options()).to_arrow_table()
+
+
+def segment_page(tables: SegmentTables, dataset: DatasetEntry, query: TableQuery, *,
                  timeout_s: float | None = None) -> SegmentPage:
-    """Run the page's queries (read-only SQL, the catalog's limits).
+    """Run the page's queries (read-only SQL, the catalog's size bound, memory pool, timeout).
 
     Raises:
         QueryError: the filter is not valid SQL over the segment table, or ran past a limit.
         ConfigError: the sort column is not a column of the segment table.
     """
-    source = f"{quote_name(dataset.name)}.segments"
-    columns = catalog.sql(f"SELECT * FROM {source} LIMIT 0").schema().names
+    table, ctx = tables.get(dataset)
+    columns = table.column_names
     if query.sort not in columns:
         raise ConfigError(f"sort: {query.sort!r} is not a column of {dataset.name}.segments; "
                           f"choose one of {', '.join(columns)}")
-    where = f" WHERE ({query.where})" if query.where else ""
-    count = catalog.sql(f"SELECT count(*) AS n FROM {source}{where}", timeout_s=timeout_s)
-    total = int(count.to_arrow_table().column(0)[0].as_py())
+    what = f"the filter of {dataset.name}.segments {query.where!r}"
+    where = ""
+    if query.where:
+        check_query_size(query.where, what=what)
+        where = f" WHERE ({query.where})"
+    total = int(_run(ctx, f"SELECT count(*) AS n FROM segments{where}", what=what,
+                     timeout_s=timeout_s).column(0)[0].as_py())
     order = "DESC" if query.descending else "ASC"
     offset = (query.page - 1) * query.page_size
-    text = (f"SELECT * FROM {source}{where} ORDER BY {quote_name(query.sort)} {order} NULLS LAST, "
+    text = (f"SELECT * FROM segments{where} ORDER BY {quote_name(query.sort)} {order} NULLS LAST, "
             f"{SEGMENT_ID} LIMIT {query.page_size} OFFSET {offset}")
-    table = catalog.sql(text, timeout_s=timeout_s).to_arrow_table()
-    rows = json_rows(table)
+    rows = json_rows(_run(ctx, text, what=what, timeout_s=timeout_s))
     notes = load_notes(dataset.catalog, dataset.name)
     curated = notes is not None and notes.findings is not None
     verdicts = page_verdicts(dataset, [str(r[SEGMENT_ID]) for r in rows]) if curated else {}
-    return SegmentPage(dataset=dataset.name, query=query, columns=list(table.column_names),
+    return SegmentPage(dataset=dataset.name, query=query, columns=list(columns),
                        rows=rows, total=total, curated=curated, verdicts=verdicts)
 
 

@@ -141,7 +141,9 @@ document.addEventListener("DOMContentLoaded", () => {
   const data = document.getElementById("episode-data");
   if (data) episodePage(JSON.parse(data.textContent));
   const stats = document.getElementById("statistics");
-  if (stats) statisticsSection(stats);
+  if (stats && stats.dataset.auto === "yes") statisticsSection(stats);
+  const compute = document.getElementById("compute-statistics");
+  if (compute) compute.addEventListener("click", () => { stats.textContent = "computing…"; statisticsSection(stats); });
   const save = document.getElementById("save-slice");
   if (save) saveSliceButton(save);
 });
