@@ -11,7 +11,9 @@ from rayform.cli._args import add_command, catalog_url, non_negative_int
 def cmd_ui(args: argparse.Namespace) -> int:
     from rayform.catalog import Catalog
     from rayform.ui import ServeOptions, create_app, serve
+    from rayform.ui._deps import require_ui
 
+    require_ui()  # the missing extra first, before any catalog is opened
     options = ServeOptions(host=args.host, port=args.port, open_browser=not args.no_browser)
     app = create_app(Catalog.open(catalog_url(args)))
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops

@@ -54,8 +54,8 @@ def decimate(t_s: npt.NDArray[np.float64], values: npt.NDArray[np.float64], *, w
         # rows are time-ordered, so each column's rows are contiguous: reduce per run
         starts = np.flatnonzero(np.r_[True, column[1:] != column[:-1]])
         cols = column[starts]
-        np.minimum.at(low, cols, np.fmin.reduceat(chunk, starts, axis=0))
-        np.maximum.at(high, cols, np.fmax.reduceat(chunk, starts, axis=0))
+        np.fmin.at(low, cols, np.fmin.reduceat(chunk, starts, axis=0))  # NaN never wins
+        np.fmax.at(high, cols, np.fmax.reduceat(chunk, starts, axis=0))
         seen[cols] = True
     keep = np.flatnonzero(seen)
     low, high = low[keep], high[keep]
