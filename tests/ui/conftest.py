@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,9 @@ CHROMIUM = Path(os.environ.get("RAYFORM_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("RAYFORM_CHROMEDRIVER", "/usr/bin/chromedriver"))
 SCREENSHOTS_ENV = "RAYFORM_UI_SCREENSHOTS"
 CURATED = "curated"
-NAN_ROWS = (60, 90)  # rows of the curated episode whose joint 2 is NaN (a values.nonfinite range)
+NAN_ROWS = (60, 90)
+G1 = ROOT.parent / "shared" / "realdata" / "unitree-g1-lerobot-v21"  # LeRobot v2.1, AV1 assets
+G1_DATASET = "g1"  # rows of the curated episode whose joint 2 is NaN (a values.nonfinite range)
 
 
 def screenshot_dir() -> Path:
@@ -62,6 +65,10 @@ def ui_catalog(tmp_path_factory: pytest.TempPathFactory) -> str:
     curated = catalog.create_dataset(CURATED)
     curated.register(str(_curated_episode(root / "nan_episode.rfr"))).wait()
     curate(catalog.get_dataset(CURATED), video="off")
+    if (G1 / "meta" / "info.json").is_file():  # real AV1 video assets, when the data is here
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "partial LeRobot dataset": 2 of its episodes
+            catalog.create_dataset(G1_DATASET).register(str(G1)).wait()
     return url
 
 

@@ -120,6 +120,25 @@ def test_segment_page_plays_both_cameras_and_draws_the_joints(
     _shot(browser, screenshots, "segment")
 
 
+@pytest.mark.realdata
+def test_real_av1_video_asset_plays(browser: Any, server_url: str, ui_catalog: str,
+                                    screenshots: Path) -> None:
+    from rayform.catalog import Catalog
+
+    if "g1" not in Catalog.open(ui_catalog).dataset_names():
+        pytest.skip("../shared/realdata/unitree-g1-lerobot-v21 is absent")
+    _open(browser, server_url + "/datasets/g1/segments/episode_000029")
+    video = _video(browser)
+    frame = browser.execute_script(FRAME_PIXELS, video)
+    assert frame["width"] == 640 and frame["mean"] > 20, f"the AV1 frame is black: {frame}"
+    browser.execute_script(
+        "const s = document.getElementById('cursor'); s.value = '3';"
+        "s.dispatchEvent(new Event('input', {bubbles: true}));")
+    _seeked_to(browser, video, 3.0 + 0.0005)
+    assert browser.execute_script(FRAME_PIXELS, video)["hash"] != frame["hash"]
+    _shot(browser, screenshots, "real-av1-segment")
+
+
 def test_moving_the_cursor_moves_the_cameras(browser: Any, server_url: str,
                                              screenshots: Path) -> None:
     _open(browser, server_url + "/datasets/demo/segments/episode_000")
