@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from rayform.cli._args import add_command, catalog_url, non_negative_int
+from rayform.cli._args import add_command, catalog_url, non_negative_int, positive_float
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -15,13 +15,14 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
     require_ui()  # the missing extra first, before any catalog is opened
     options = ServeOptions(host=args.host, port=args.port, open_browser=not args.no_browser)
-    app = create_app(Catalog.open(catalog_url(args)))
+    app = create_app(Catalog.open(catalog_url(args)), sql_timeout_s=args.sql_timeout)
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C is how it stops
         serve(app, options)
     return 0
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from rayform.ui._app import DEFAULT_SQL_TIMEOUT_S
     from rayform.ui._server import DEFAULT_HOST, DEFAULT_PORT
 
     p = add_command(sub, "ui", summary="browse the catalog in a web browser",
@@ -37,4 +38,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--port", type=non_negative_int, default=DEFAULT_PORT,
                    help=f"the port (default: {DEFAULT_PORT}; 0 picks a free one)")
     p.add_argument("--no-browser", action="store_true", help="do not open a browser")
+    p.add_argument("--sql-timeout", type=positive_float, default=DEFAULT_SQL_TIMEOUT_S,
+                   metavar="SECONDS",
+                   help="cancel a query of the SQL page or a table filter that runs longer "
+                        f"(default: {DEFAULT_SQL_TIMEOUT_S:g})")
     p.set_defaults(func=cmd_ui)
