@@ -225,3 +225,22 @@ def test_cli_warns_for_an_exposed_host(ui_catalog: str, monkeypatch: pytest.Monk
     err = capsys.readouterr().err
     assert "warning: rayform ui listens on 0.0.0.0" in err
     assert served and served[0].host == "0.0.0.0" and served[0].open_browser is False
+
+
+@pytest.mark.realdata
+def test_a_real_video_asset_is_served_as_stored_with_ranges(client: Any, ui_catalog: str) -> None:
+    catalog = Catalog.open(ui_catalog)
+    if "g1" not in catalog.dataset_names():
+        pytest.skip("../shared/realdata/unitree-g1-lerobot-v21 is absent")
+    episode = client.get("/api/datasets/g1/segments/episode_000029").json()
+    (camera,) = episode["cameras"]
+    assert camera["kind"] == "asset" and camera["codec"] == "av1"
+    assert camera["mime"].startswith('video/mp4; codecs="av01')
+    assert len(camera["times_s"]) == len(camera["video_s"]) == 221
+    names = {s["column"]: s["names"] for s in episode["signals"]}
+    assert names["/observation.state:Scalars:scalars"][0] == "kLeftShoulderPitch"
+    part = client.get(camera["url"], headers={"range": "bytes=0-1023"})
+    assert part.status_code == 206 and len(part.content) == 1024
+    data = catalog.get_dataset("g1").open_segment("episode_000029")
+    digest = next(d for layer in data.record.layers.values() for d in layer.assets)
+    assert part.content == data.asset_path(digest).read_bytes()[:1024]
