@@ -112,7 +112,8 @@ class SegmentTables:
                 return found
         table = dataset.segment_table_arrow()
         ctx = new_session_context()
-        ctx.register_record_batches("segments", [table.to_batches()] if table.num_rows else [[]])
+        batches = table.to_batches() or [pa.RecordBatch.from_pylist([], schema=table.schema)]
+        ctx.register_record_batches("segments", [batches])
         with self._lock:
             self._tables[key] = (table, ctx)
             while len(self._tables) > self.KEPT:

@@ -63,6 +63,7 @@ def ui_catalog(tmp_path_factory: pytest.TempPathFactory) -> str:
     url = str(root / "catalog")
     build_demo(url, DemoSpec(num_episodes=2, duration_s=2.0))
     catalog = Catalog.open(url)
+    catalog.create_dataset("empty")
     curated = catalog.create_dataset(CURATED)
     curated.register(str(_curated_episode(root / "nan_episode.rfr"))).wait()
     curate(catalog.get_dataset(CURATED), video="off")

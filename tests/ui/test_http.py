@@ -25,6 +25,15 @@ def test_datasets_api_lists_the_demo_with_its_figures(client: Any, ui_catalog: s
     assert page.status_code == 200 and ">demo</a>" in page.text
 
 
+def test_an_empty_dataset_has_pages_too(client: Any) -> None:
+    summary = {d["name"]: d for d in client.get("/api/datasets").json()["datasets"]}["empty"]
+    assert (summary["segments"], summary["rows"], summary["last_change"]) == (0, 0, None)
+    body = client.get("/api/datasets/empty").json()
+    assert (body["total"], body["rows"], body["pages"]) == (0, [], 1)
+    assert client.get("/datasets/empty").status_code == 200
+    assert client.get("/api/datasets/empty/statistics").json()["statistics"] == []
+
+
 def test_segment_table_pages_sorts_and_filters(client: Any) -> None:
     first = client.get("/api/datasets/demo", params={"page_size": 1}).json()
     second = client.get("/api/datasets/demo", params={"page_size": 1, "page": 2}).json()
