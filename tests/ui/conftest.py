@@ -26,10 +26,10 @@ CHROMIUM = Path(os.environ.get("RAYFORM_CHROMIUM", "/usr/bin/chromium"))
 CHROMEDRIVER = Path(os.environ.get("RAYFORM_CHROMEDRIVER", "/usr/bin/chromedriver"))
 SCREENSHOTS_ENV = "RAYFORM_UI_SCREENSHOTS"
 CURATED = "curated"
-NAN_ROWS = (60, 90)
+NAN_ROWS = (60, 90)  # rows of the curated episode whose joint 2 is NaN (a values.nonfinite range)
 G1 = ROOT.parent / "shared" / "realdata" / "unitree-g1-lerobot-v21"  # LeRobot v2.1, AV1 assets
 G1_DATASET = "g1"
-SQL_TIMEOUT_S = 3.0  # the served UI's query timeout (tests/ui/test_server.py runs past it)  # rows of the curated episode whose joint 2 is NaN (a values.nonfinite range)
+SQL_TIMEOUT_S = 3.0  # the served UI's query timeout (tests/ui/test_server.py runs past it)
 
 
 def screenshot_dir() -> Path:
@@ -98,7 +98,8 @@ def server_url(ui_catalog: str, tmp_path_factory: pytest.TempPathFactory) -> Ite
            "RAYFORM_CACHE_DIR": str(tmp_path_factory.mktemp("ui-cache"))}
     proc = subprocess.Popen(
         [sys.executable, "-m", "rayform.cli", "--catalog", ui_catalog, "ui", "--no-browser",
-         "--port", "0", "--sql-timeout", str(SQL_TIMEOUT_S)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+         "--port", "0", "--sql-timeout", str(SQL_TIMEOUT_S)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     assert proc.stdout is not None
     lines = []
     url = None
