@@ -183,6 +183,7 @@ def test_curated_dataset_shows_its_findings_as_ranges(
     _open(browser, server_url + "/datasets/curated")
     verdict = _find(browser, "#segments td.verdict")
     assert verdict.text == "exclude"
+    _find(browser, "#statistics-table")  # NaN rows and all
     _shot(browser, screenshots, "curated-dataset")
     _open(browser, server_url + "/datasets/curated/segments/nan_episode")
     band = _find(browser, "rect.note-range.finding")

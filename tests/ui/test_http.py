@@ -67,6 +67,8 @@ def test_curated_dataset_has_verdicts_and_findings_counts(client: Any) -> None:
     verdict = body["verdicts"]["nan_episode"]
     assert verdict["verdict"] == "exclude" and verdict["findings"] == {"error": 1}
     assert client.get("/api/datasets/demo").json()["curated"] is False
+    stats = client.get("/api/datasets/curated/statistics").json()["statistics"]
+    assert [row["count"] for row in stats] == [200] * 7
 
 
 def test_statistics_are_the_figures_of_rayform_stats(client: Any, ui_catalog: str) -> None:
