@@ -37,7 +37,7 @@ from rayform.errors import (
     SegmentNotFoundError,
 )
 from rayform.ui._deps import require_ui
-from rayform.ui._episode import Axis, episode_axis, load_episode
+from rayform.ui._episode import PLOT_WIDTH, Axis, episode_axis, load_episode
 from rayform.ui._media import (
     MIME_CODECS,
     MediaNotFoundError,
@@ -57,6 +57,7 @@ DEFAULT_SQL_TIMEOUT_S = 30.0
 EXAMPLE_QUERY = "SELECT count(*) FROM {}.segments"
 # The dataset page computes statistics as it opens up to this many segments; beyond, on a click.
 AUTO_STATISTICS_SEGMENTS = 500
+MIN_PLOT_WIDTH, MAX_PLOT_WIDTH = 16, 4096  # ?width= of the episode: pixel columns of its plots
 
 
 @dataclass(slots=True, kw_only=True)
@@ -218,8 +219,12 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
 
     async def episode(request: Request) -> dict[str, Any]:
         ds = state.dataset(request.path_params["name"])
+        width = _int_param(request.query_params, "width", PLOT_WIDTH)
+        if not MIN_PLOT_WIDTH <= width <= MAX_PLOT_WIDTH:
+            raise ConfigError(f"width must be between {MIN_PLOT_WIDTH} and {MAX_PLOT_WIDTH} "
+                              f"pixels, got {width}")
         found = await run_in_threadpool(load_episode, ds, request.path_params["segment"],
-                                        catalog_url=cat.url)
+                                        catalog_url=cat.url, plot_width=width)
         data = found.to_json()
         for camera in data["cameras"]:
             kind = "image" if camera["kind"] == "image" else "video"
@@ -232,7 +237,7 @@ def create_app(catalog: Catalog | str, *, cache_dir: Path | None = None,
                 camera["codec"] = codec
                 camera["mime"] = MIME_CODECS.get(codec or "", "video/mp4")
                 camera["fallback_url"] = camera["url"] + "&format=webm"
-        player = {"axis": data["axis"], "cameras": data["cameras"]}
+        player = {"axis": data["axis"], "cameras": data["cameras"], "plot_width": width}
         return {"episode": data, "plots": found.signals, "player": player}
 
     def _asset_codec(ds: DatasetEntry, segment: str, entity: str, axis: Axis) -> str | None:

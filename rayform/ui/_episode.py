@@ -129,6 +129,7 @@ class Episode:
     signals: list[SignalPlot] = field(default_factory=list)
     notes: list[NoteBand] = field(default_factory=list)
     view_command: str = ""
+    plot_width: int = PLOT_WIDTH
 
     def to_json(self) -> dict[str, Any]:
         a = self.axis
@@ -139,7 +140,7 @@ class Episode:
                 "cameras": [c.to_json() for c in self.cameras],
                 "signals": [s.to_json() for s in self.signals],
                 "notes": [n.to_json() for n in self.notes],
-                "view_command": self.view_command}
+                "view_command": self.view_command, "plot_width": self.plot_width}
 
 
 def episode_axis(dataset: DatasetEntry, record: SegmentRecord) -> Axis:
@@ -289,8 +290,10 @@ def notes_of(dataset: DatasetEntry, segment: str, axis: Axis) -> list[NoteBand]:
     return out
 
 
-def load_episode(dataset: DatasetEntry, segment: str, *, catalog_url: str) -> Episode:
-    """The segment page's data (reads one segment's files, memory-mapped).
+def load_episode(dataset: DatasetEntry, segment: str, *, catalog_url: str,
+                 plot_width: int = PLOT_WIDTH) -> Episode:
+    """The segment page's data (reads one segment's files, memory-mapped); signals decimated to
+    ``plot_width`` pixel columns.
 
     Raises:
         SegmentNotFoundError: ``segment`` is not in the dataset.
@@ -302,5 +305,6 @@ def load_episode(dataset: DatasetEntry, segment: str, *, catalog_url: str) -> Ep
     return Episode(dataset=dataset.name, segment=segment, version=record.version,
                    properties={k: json_value(v) for k, v in sorted(record.properties.items())},
                    axis=axis, cameras=cameras_of(data, axis) if axis.timeline else [],
-                   signals=signals_of(dataset, data, axis) if axis.timeline else [],
-                   notes=notes_of(dataset, segment, axis), view_command=command)
+                   signals=signals_of(dataset, data, axis, width=plot_width) if axis.timeline else [],
+                   notes=notes_of(dataset, segment, axis), view_command=command,
+                   plot_width=plot_width)

@@ -120,6 +120,31 @@ def test_segment_page_plays_both_cameras_and_draws_the_joints(
     _shot(browser, screenshots, "segment")
 
 
+def test_a_browser_without_the_codec_gets_the_vp9_transcode(browser: Any, server_url: str,
+                                                            screenshots: Path) -> None:
+    # this Chromium plays H.264; make it say it does not, before the page's scripts run
+    script = browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": (
+        "const real = HTMLMediaElement.prototype.canPlayType;"
+        "HTMLMediaElement.prototype.canPlayType = function (type) {"
+        "  return type.includes('avc1') ? '' : real.call(this, type); };")})
+    try:
+        _open(browser, server_url + "/datasets/demo/segments/episode_001")
+        video = _video(browser)
+        source = browser.execute_script("return arguments[0].currentSrc", video)
+        assert "format=webm" in source
+        frame = browser.execute_script(FRAME_PIXELS, video)
+        assert frame["width"] == 224 and frame["mean"] > 30, f"the VP9 frame is black: {frame}"
+        browser.execute_script(
+            "const s = document.getElementById('cursor'); s.value = '1';"
+            "s.dispatchEvent(new Event('input', {bubbles: true}));")
+        _seeked_to(browser, video, 1.0 + 0.0005)
+        assert browser.execute_script(FRAME_PIXELS, video)["hash"] != frame["hash"]
+        _shot(browser, screenshots, "segment-vp9-fallback")
+    finally:
+        browser.execute_cdp_cmd("Page.removeScriptToEvaluateOnNewDocument",
+                                {"identifier": script["identifier"]})
+
+
 @pytest.mark.realdata
 def test_real_av1_video_asset_plays(browser: Any, server_url: str, ui_catalog: str,
                                     screenshots: Path) -> None:

@@ -92,6 +92,13 @@ def test_episode_api_has_cameras_signals_on_one_axis(client: Any) -> None:
     signals = {s["column"]: s for s in body["signals"]}
     joints = signals["/joints/position:Scalars:scalars"]
     assert joints["samples"] == 200 and len(joints["names"]) == 7
+    narrow = client.get("/api/datasets/demo/segments/episode_000", params={"width": 50}).json()
+    narrow_joints = {s["column"]: s for s in narrow["signals"]}["/joints/position:Scalars:scalars"]
+    assert len(narrow_joints["t_s"]) == 50 and narrow["plot_width"] == 50  # min/max per column
+    assert max(max(r) for r in narrow_joints["high"]) == pytest.approx(
+        max(max(r) for r in joints["high"]))
+    assert client.get("/api/datasets/demo/segments/episode_000",
+                      params={"width": 5}).status_code == 400
     assert "rayform --catalog" in body["view_command"] and "view demo episode_000" in \
         body["view_command"]
 

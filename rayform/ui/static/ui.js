@@ -54,7 +54,7 @@ function episodePage(episode) {
     cursor = Math.min(Math.max(Number(t) || 0, 0), duration);
     slider.value = String(cursor);
     label.textContent = cursor.toFixed(3) + " s";
-    const x = duration > 0 ? (cursor / duration) * 900 : 0;
+    const x = duration > 0 ? (cursor / duration) * episode.plot_width : 0;
     for (const line of lines) { line.setAttribute("x1", x); line.setAttribute("x2", x); }
     for (const cam of cameras) showCamera(cam, false);
   }
