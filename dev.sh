@@ -51,19 +51,19 @@ case "${1:-}" in
         exec "$VENV/bin/rayform" demo "$@"
         ;;
     test)
-        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,ui,dev"
         shift
         say "running the tests (about 2 minutes on 2 cores; -x stops at the first failure) …"
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     lint)
-        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,ui,dev"
         "$VENV/bin/ruff" check rayform tests benchmarks conftest.py
         "$VENV/bin/lint-imports" --no-cache
         exec "$VENV/bin/mypy"
         ;;
     bench)
-        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,dev"
+        setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,ui,dev"
         shift
         for b in benchmarks/bench_*.py; do
             echo "== $b"

@@ -24,6 +24,9 @@ EXTRA_OF_MODULE = {
     "google_crc32c": "rlds",
     "zarr": "zarr",
     "numcodecs": "zarr",
+    "starlette": "ui",
+    "uvicorn": "ui",
+    "jinja2": "ui",
 }
 
 

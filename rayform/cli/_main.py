@@ -23,6 +23,7 @@ from rayform.cli import (
     _slices,
     _sql,
     _stats,
+    _ui,
 )
 from rayform.cli._args import catalog_option
 from rayform.cli._errors import CommandError, UsageError, missing_extra_message
@@ -73,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     catalog_option(parser, default=None)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in (_catalog_commands, _register, _lifecycle, _sql, _stats, _curate, _export,
-                   _slices, _demo, _maintenance):
+                   _slices, _demo, _maintenance, _ui):
         module.add_parsers(sub)
     return parser
 
