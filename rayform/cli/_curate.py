@@ -19,7 +19,7 @@ def cmd_curate(args: argparse.Namespace) -> int:
     import pyarrow as pa  # here, not at import: `rayform --help` stays fast
 
     from rayform.catalog import Catalog
-    from rayform.catalog._slices import load_slice
+    from rayform.catalog._slices import SLICE_ID_PREFIX, load_slice
     from rayform.cli._output import json_value
     from rayform.curation import curate, write_clean_slice
 
@@ -32,7 +32,11 @@ def cmd_curate(args: argparse.Namespace) -> int:
                              f"{args.dataset!r}")
         source = found.view(catalog)  # type: ignore[assignment]
     checks = [c.strip() for c in args.checks.split(",") if c.strip()] if args.checks else None
-    result = curate(source, checks=checks, video=args.video,
+    baseline = None
+    if args.baseline is not None:
+        baseline = load_slice(catalog, args.baseline).view(catalog) \
+            if args.baseline.startswith(SLICE_ID_PREFIX) else catalog.get_dataset(args.baseline)
+    result = curate(source, checks=checks, video=args.video, baseline=baseline,
                     persist=not catalog.url.startswith("https://"))
     if args.format == "json":
         print(json.dumps(json_value(result.to_json()), indent=1, ensure_ascii=False))
@@ -94,6 +98,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--video", choices=("sample", "full", "off"), default="sample",
                    help="video checks on a sample of frames, on every frame, or off "
                         "(default: sample)")
+    p.add_argument("--baseline", default=None, metavar="DATASET|SLICE",
+                   help="compare against this dataset (name) or slice (slc_…): columns gained "
+                        "or lost, unit changes, shifted distributions (the drift.* checks)")
     p.add_argument("--fail-on", choices=FAIL_ON, default="error",
                    help="exit 1 when a finding is at least this severe (default: error)")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table",

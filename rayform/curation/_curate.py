@@ -23,6 +23,7 @@ from rayform.catalog import DatasetEntry, DatasetView, Slice
 from rayform.catalog._notes import findings_table as stored_findings
 from rayform.catalog._notes import load_notes, notes_rows, replace_findings
 from rayform.curation import (
+    _checks_drift,
     _checks_episode,
     _checks_series,
     _checks_shape,
@@ -32,6 +33,7 @@ from rayform.curation import (
 from rayform.curation._check import Check, select_checks
 from rayform.curation._context import MIN_BASELINE_SEGMENTS, Context
 from rayform.curation._finding import Finding
+from rayform.curation._profile import profile_of
 from rayform.curation._result import CurationResult, verdicts_of
 from rayform.curation._series import SegmentSeries, load_series, numeric_columns
 from rayform.errors import ConfigError, RayformError
@@ -59,7 +61,7 @@ def all_checks() -> list[Check]:
 
     return [*COVERAGE_CHECKS, *_checks_timing.CHECKS, *_checks_values.CHECKS,
             *_checks_series.CHECKS, *_checks_episode.CHECKS, *_checks_shape.CHECKS,
-            *_checks_video.CHECKS]
+            *_checks_video.CHECKS, *_checks_drift.CHECKS]
 
 
 def _view_of(source: DatasetView | Slice) -> DatasetView:
@@ -125,8 +127,21 @@ def _run_segment(check: Check, ctx: Context, seg: SegmentSeries) -> list[Finding
         return check.run_segment(ctx, seg)
 
 
+def _load_all(view: DatasetView) -> tuple[dict[str, SegmentSeries], dict[str, str]]:
+    columns = numeric_columns(view)
+    segments: dict[str, SegmentSeries] = {}
+    unreadable: dict[str, str] = {}
+    for sid in view.segment_ids():
+        try:
+            segments[sid] = load_series(view, sid, columns)
+        except (RayformError, OSError, pa.ArrowException) as err:
+            unreadable[sid] = str(err)
+    return segments, unreadable
+
+
 def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
-           video: VideoMode = "sample", persist: bool = True) -> CurationResult:
+           video: VideoMode = "sample", baseline: DatasetView | Slice | None = None,
+           persist: bool = True) -> CurationResult:
     """Check a dataset (or a view or slice of it) and keep the findings as catalog data.
 
     Args:
@@ -134,6 +149,9 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         checks: globs over check ids (``["values.*", "-values.dead"]``); all by default.
         video: ``"sample"`` checks a sample of each camera's frames, ``"full"`` every frame,
             ``"off"`` none (the video checks are then reported as skipped).
+        baseline: another dataset (or a view or slice) to compare against: the ``drift.*``
+            checks report columns gained or lost, unit changes and shifted distributions per
+            column and dimension (skipped without one).
         persist: commit the findings as ``<dataset>.findings`` (needs a writable catalog).
 
     Returns:
@@ -147,16 +165,13 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
     view = _view_of(source)
     chosen = select_checks(all_checks(), checks)
     config = _config_key(chosen, video)
-    columns = numeric_columns(view)
-    segments: dict[str, SegmentSeries] = {}
-    unreadable: dict[str, str] = {}
-    for sid in view.segment_ids():
-        try:
-            segments[sid] = load_series(view, sid, columns)
-        except (RayformError, OSError, pa.ArrowException) as err:
-            unreadable[sid] = str(err)
+    segments, unreadable = _load_all(view)
+    reference = None
+    if baseline is not None:
+        base_view = _view_of(baseline)
+        reference = profile_of(base_view, _load_all(base_view)[0].values())
     ctx = Context(view=view, segments=segments, nominal_rate_hz=_nominal_rate(segments),
-                  video=video)
+                  video=video, baseline=reference)
     notes = load_notes(view.catalog, view.name)
     reuse: set[str] = set()
     previous = None
@@ -235,6 +250,8 @@ def _check_status(every: list[Check], chosen: list[Check], ctx: Context,
             reason = "not selected (--checks)"
         elif check.cost == "video" and video == "off":
             reason = "video checks off (--video off)"
+        elif check.needs_reference and ctx.baseline is None:
+            reason = "needs a baseline dataset or slice to compare against (--baseline)"
         elif check.needs_baseline and others < MIN_BASELINE_SEGMENTS:
             reason = (f"needs at least {MIN_BASELINE_SEGMENTS} other segments to compare "
                       f"against; the dataset has {others}")
