@@ -27,6 +27,7 @@ from rayform.curation import (
     _checks_episode,
     _checks_series,
     _checks_shape,
+    _checks_stored,
     _checks_timing,
     _checks_values,
 )
@@ -40,7 +41,7 @@ from rayform.errors import ConfigError, RayformError
 
 VideoMode = Literal["off", "sample", "full"]
 VIDEO_MODES: tuple[VideoMode, ...] = ("off", "sample", "full")
-CURATION_FORMAT = 3  # bump when a check's rule changes: stored findings are then recomputed
+CURATION_FORMAT = 4  # bump when a check's rule changes: stored findings are then recomputed
 
 COVERAGE_CHECKS = [
     Check(id="coverage.declared", detects="episodes the source declares but are not registered",
@@ -60,8 +61,8 @@ def all_checks() -> list[Check]:
     from rayform.curation import _checks_video
 
     return [*COVERAGE_CHECKS, *_checks_timing.CHECKS, *_checks_values.CHECKS,
-            *_checks_series.CHECKS, *_checks_episode.CHECKS, *_checks_shape.CHECKS,
-            *_checks_video.CHECKS, *_checks_drift.CHECKS]
+            *_checks_stored.CHECKS, *_checks_series.CHECKS, *_checks_episode.CHECKS,
+            *_checks_shape.CHECKS, *_checks_video.CHECKS, *_checks_drift.CHECKS]
 
 
 def _view_of(source: DatasetView | Slice) -> DatasetView:
