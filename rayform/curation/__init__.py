@@ -6,6 +6,7 @@ from rayform.curation._check import Check
 from rayform.curation._clean_slice import excluded_ranges, write_clean_slice
 from rayform.curation._curate import all_checks, curate
 from rayform.curation._finding import Finding
+from rayform.curation._label_slice import labelled_slice
 from rayform.curation._result import CurationResult, SegmentVerdict
 
 __all__ = [
@@ -16,5 +17,6 @@ __all__ = [
     "all_checks",
     "curate",
     "excluded_ranges",
+    "labelled_slice",
     "write_clean_slice",
 ]

@@ -124,7 +124,7 @@ def dataset(ctx: Context) -> list[Finding]:
     total = max((d for d in declared if isinstance(d, int) and not isinstance(d, bool)),
                 default=len(ctx.segments))
     if total > len(ctx.segments):
-        return [Finding(check="bookkeeping.stats", severity="info", value=float(len(ctx.segments)),
+        return [Finding(check="bookkeeping.dataset_stats", severity="info", value=float(len(ctx.segments)),
                         threshold=float(total),
                         message=(f"the source's dataset statistics cover {total} episodes; "
                                  f"{len(ctx.segments)} are here, so they are not compared"))]
@@ -136,16 +136,22 @@ def dataset(ctx: Context) -> list[Finding]:
             continue
         column, _, names = parts[0]
         pooled = np.concatenate([p[1] for p in parts])
-        out += _compare("bookkeeping.stats", "error", None, column, names, figures,
+        out += _compare("bookkeeping.dataset_stats", "error", None, column, names, figures,
                         recomputed(pooled), "the source's dataset statistic (meta/stats.json)")
     return out
 
 
 CHECKS = [
-    Check(id="bookkeeping.stats", detects="stored statistics that disagree with the rows",
-          how="the source's per-episode and dataset statistics (LeRobot episodes_stats.jsonl, "
-          "v3.0 stats/ columns, meta/stats.json; kept at registration) against count, min, "
-          "max, mean, std recomputed per column and dimension",
+    Check(id="bookkeeping.stats", detects="stored episode statistics that disagree with the rows",
+          how="the source's per-episode statistics (LeRobot episodes_stats.jsonl, v3.0 stats/ "
+          "columns; kept at registration) against count, min, max, mean, std recomputed per "
+          "column and dimension",
           threshold=f"min/max/count exact; mean/std within {MOMENT_TOL:g} x range", cost="rows",
-          scope="segment", run_segment=episode, run_dataset=dataset),
+          scope="segment", run_segment=episode),
+    Check(id="bookkeeping.dataset_stats",
+          detects="stored dataset statistics (what training normalises with) that disagree "
+          "with the rows", how="LeRobot's meta/stats.json (kept at registration) against the "
+          "figures recomputed over every segment, when every declared episode is registered",
+          threshold=f"min/max/count exact; mean/std within {MOMENT_TOL:g} x range", cost="rows",
+          scope="dataset", run_dataset=dataset),
 ]

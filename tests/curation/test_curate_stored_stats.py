@@ -19,7 +19,7 @@ from rayform.curation import curate
 from rayform.errors import ConversionWarning
 
 pytestmark = pytest.mark.realdata
-CHECK = ["bookkeeping.stats"]
+CHECK = ["bookkeeping.*stats"]
 
 
 def _register(root: Path, folder: Path) -> DatasetEntry:
@@ -38,7 +38,7 @@ def need_real() -> None:
 
 
 def _rows(result: Any) -> list[dict[str, Any]]:
-    return [r for r in result.findings.to_pylist() if r["check"] == "bookkeeping.stats"]
+    return [r for r in result.findings.to_pylist() if r["check"].endswith("stats")]
 
 
 def test_real_stored_stats_kept_and_agree(tmp_path: Path, need_real: None) -> None:
@@ -111,8 +111,8 @@ def test_dataset_stats_json(tmp_path: Path, need_real: None, tamper: bool) -> No
         assert rows == []
         return
     [row] = rows
-    assert (row["segment"], row["column"], row["dims"], row["severity"]) == \
-        (None, STATE_COLUMN, [12], "error")
+    assert (row["check"], row["segment"], row["column"], row["dims"], row["severity"]) == \
+        ("bookkeeping.dataset_stats", None, STATE_COLUMN, [12], "error")
     assert "meta/stats.json" in row["message"] and "std" in row["message"]
 
 
