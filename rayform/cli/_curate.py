@@ -23,6 +23,10 @@ def cmd_curate(args: argparse.Namespace) -> int:
     from rayform.cli._output import json_value
     from rayform.curation import curate, write_clean_slice
 
+    if args.plot:
+        from rayform.curation._plot import require_pyplot
+
+        require_pyplot()  # before the work: a missing extra is one line, and nothing written
     catalog = Catalog.open(catalog_url(args))
     source = catalog.get_dataset(args.dataset)
     if args.slice is not None:
@@ -59,6 +63,11 @@ def cmd_curate(args: argparse.Namespace) -> int:
         print_table(verdicts, OutputFormat(format="table", limit=None))
         print_table(result.findings.select(TABLE_COLUMNS), OutputFormat(format="table",
                                                                         limit=None))
+    if args.plot:
+        from rayform.curation import plot_findings
+
+        written = plot_findings(source, result, args.plot)
+        print(f"wrote {len(written)} plot(s) to {args.plot}", file=sys.stderr)
     if args.write_slice:
         made = write_clean_slice(catalog, result, args.write_slice)
         print(f"wrote slice {made.id} ({len(made)} segments, {len(made.excluded)} excluded "
@@ -106,6 +115,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="table (verdicts, then findings), json (the documented schema) or csv "
                         "(the findings)")
+    p.add_argument("--plot", default=None, metavar="DIR",
+                   help="write DIR/<segment>.png for each flagged segment: the flagged "
+                        "dimensions with the findings' ranges shaded (needs rayform[plot])")
     p.add_argument("--write-slice", default=None, metavar="NAME",
                    help="save a slice of what is clean (excluded segments left out, flagged row "
                         "ranges excluded) and print its id")

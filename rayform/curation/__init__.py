@@ -7,6 +7,7 @@ from rayform.curation._clean_slice import excluded_ranges, write_clean_slice
 from rayform.curation._curate import all_checks, curate
 from rayform.curation._finding import Finding
 from rayform.curation._label_slice import labelled_slice
+from rayform.curation._plot import plot_findings
 from rayform.curation._result import CurationResult, SegmentVerdict
 
 __all__ = [
@@ -18,5 +19,6 @@ __all__ = [
     "curate",
     "excluded_ranges",
     "labelled_slice",
+    "plot_findings",
     "write_clean_slice",
 ]
