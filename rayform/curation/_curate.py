@@ -109,26 +109,26 @@ def _declared(segments: dict[str, SegmentSeries]) -> int | None:
     return max(numbers) if numbers else None
 
 
-def _nominal_rate(segments: dict[str, SegmentSeries]) -> float | None:
+def nominal_rate(segments: dict[str, SegmentSeries]) -> float | None:
     rates = [s.properties.get("fps") for s in segments.values()]
     numbers = [float(r) for r in rates if isinstance(r, int | float) and not isinstance(r, bool)]
     return float(np.median(numbers)) if numbers else None
 
 
-def _config_key(checks: Sequence[Check], video: str) -> str:
+def config_key(checks: Sequence[Check], video: str) -> str:
     text = json.dumps({"format": CURATION_FORMAT, "checks": [c.id for c in checks],
                        "video": video})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _run_segment(check: Check, ctx: Context, seg: SegmentSeries) -> list[Finding]:
+def run_segment(check: Check, ctx: Context, seg: SegmentSeries) -> list[Finding]:
     assert check.run_segment is not None
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: handled as NaN
         return check.run_segment(ctx, seg)
 
 
-def _load_all(view: DatasetView) -> tuple[dict[str, SegmentSeries], dict[str, str]]:
+def load_all(view: DatasetView) -> tuple[dict[str, SegmentSeries], dict[str, str]]:
     columns = numeric_columns(view)
     segments: dict[str, SegmentSeries] = {}
     unreadable: dict[str, str] = {}
@@ -165,13 +165,13 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         raise ConfigError(f"curate: video must be one of {VIDEO_MODES}, got {video!r}")
     view = _view_of(source)
     chosen = select_checks(all_checks(), checks)
-    config = _config_key(chosen, video)
-    segments, unreadable = _load_all(view)
+    config = config_key(chosen, video)
+    segments, unreadable = load_all(view)
     reference = None
     if baseline is not None:
         base_view = _view_of(baseline)
-        reference = profile_of(base_view, _load_all(base_view)[0].values())
-    ctx = Context(view=view, segments=segments, nominal_rate_hz=_nominal_rate(segments),
+        reference = profile_of(base_view, load_all(base_view)[0].values())
+    ctx = Context(view=view, segments=segments, nominal_rate_hz=nominal_rate(segments),
                   video=video, baseline=reference)
     notes = load_notes(view.catalog, view.name)
     reuse: set[str] = set()
@@ -187,7 +187,7 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
             continue
         for check in chosen:
             if check.scope == "segment" and (check.cost != "video" or video != "off"):
-                for f in _run_segment(check, ctx, seg):
+                for f in run_segment(check, ctx, seg):
                     rows.append(f.row(version=seg.version, dataset_version=version,
                                       clock=seg.clock, created_at_ns=now))
     dataset_findings = []
