@@ -128,8 +128,11 @@ def run_segment(check: Check, ctx: Context, seg: SegmentSeries) -> list[Finding]
         return check.run_segment(ctx, seg)
 
 
-def load_all(view: DatasetView) -> tuple[dict[str, SegmentSeries], dict[str, str]]:
-    columns = numeric_columns(view)
+def load_all(view: DatasetView, *, numeric: bool = True
+             ) -> tuple[dict[str, SegmentSeries], dict[str, str]]:
+    """Every segment's series (``numeric=False``: clock and video references only), and the
+    segments that cannot be read, with why."""
+    columns = numeric_columns(view) if numeric else []
     segments: dict[str, SegmentSeries] = {}
     unreadable: dict[str, str] = {}
     for sid in view.segment_ids():
@@ -166,7 +169,9 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
     view = _view_of(source)
     chosen = select_checks(all_checks(), checks)
     config = config_key(chosen, video)
-    segments, unreadable = load_all(view)
+    # only video and metadata checks chosen (``--checks 'video.*'``): no numeric column to read
+    segments, unreadable = load_all(view, numeric=baseline is not None or any(
+        c.cost == "rows" for c in chosen))
     reference = None
     if baseline is not None:
         base_view = _view_of(baseline)
