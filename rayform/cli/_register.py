@@ -130,9 +130,9 @@ def cmd_register(args: argparse.Namespace) -> int:
     if ids and args.curate:
         from rayform.curation import check_registered
 
-        found = check_registered(cat.get_dataset(args.dataset), ids)
-        print(f"checked {len(ids)} segment(s): {found.findings.num_rows} finding(s), "
-              f"{sum(v.verdict != 'ok' for v in found.verdicts)} segment(s) to review or "
+        checked = check_registered(cat.get_dataset(args.dataset), ids)
+        print(f"checked {len(ids)} segment(s): {checked.findings.num_rows} finding(s), "
+              f"{sum(v.verdict != 'ok' for v in checked.verdicts)} segment(s) to review or "
               f"exclude (SELECT * FROM {args.dataset}.findings)",
               file=sys.stderr)
     else:

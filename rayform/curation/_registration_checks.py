@@ -75,7 +75,7 @@ def check_registered(dataset: DatasetEntry, segment_ids: Sequence[str]) -> Curat
     merge_findings(view.catalog, view.name, table, dataset_version=version,
                    config=config_key(chosen, video),
                    segments={sid: s.version for sid, s in segments.items()})
-    coverage = {"declared": None, "registered": len(view.segment_ids()),
+    coverage: dict[str, Any] = {"declared": None, "registered": len(view.segment_ids()),
                 "readable": len(segments), "checked": len(segments), "reused": 0,
                 "columns": {}, "checks": [{"id": c.id, "ran": True, "reason": None}
                                           for c in chosen]}

@@ -12,9 +12,9 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -69,7 +69,7 @@ def test_iterable_dataset_samples_inside_labels(grasp: Slice) -> None:
 def test_episode_dataset_samples_inside_labels(grasp: Slice) -> None:
     from rayform.torch import EpisodeDataset
 
-    notes = grasp.view().catalog.sql(  # type: ignore[attr-defined]
+    notes = grasp.view().catalog.sql(
         "SELECT start_ns, end_ns FROM g1.annotations WHERE label = 'grasp'").to_arrow_table()
     kept_ns = [(r["start_ns"], r["end_ns"] - 1) for r in notes.to_pylist()]
     ds = EpisodeDataset(grasp, obs=["/observation.state"], action="/action", fps=30, horizon=4)

@@ -37,8 +37,9 @@ class LeRobotImporter(Importer):
     """Reads LeRobot dataset folders without the ``lerobot`` package (see ``_layout`` for columns).
 
     Each episode becomes the segment ``episode_<index:06d>``; its tasks, length, index, the
-    dataset's fps / robot type and the statistics the dataset stores (``_stats``) are properties; videos are kept as-is as video assets (a v3.0 file
-    holding many episodes is stored once and each episode points into it). Episodes the
+    dataset's fps / robot type and the statistics the dataset stores (``_stats``) are
+    properties; videos are kept as-is as video assets (a v3.0 file holding many episodes is
+    stored once and each episode points into it). Episodes the
     metadata lists but whose data file is missing (a partial download) are skipped with a
     :class:`~rayform.errors.ConversionWarning` naming them; a missing video file only drops that
     camera from the episode, with a warning.

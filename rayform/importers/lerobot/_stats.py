@@ -100,7 +100,7 @@ def stats_properties(prefix: str, stats: Stats) -> dict[str, PropertyValue]:
             items: list[float] | list[int] = \
                 [int(v) for v in values] if stat == "count" else list(values)
             props[property_name(prefix, feature, stat)] = \
-                items[0] if len(items) == 1 else list(items)  # type: ignore[assignment]
+                items[0] if len(items) == 1 else list(items)
     return props
 
 
@@ -134,5 +134,6 @@ def read_dataset_stats(info: DatasetInfo) -> Stats:
     return parse_stats(load_json(path), info, where=str(path))
 
 
-__all__ = ["DATASET_PREFIX", "EPISODE_PREFIX", "STAT_NAMES", "Stats", "parse_stats", "property_name", "read_dataset_stats", "read_episode_stats",
-           "stats_properties", "episode_stats"]
+__all__ = ["DATASET_PREFIX", "EPISODE_PREFIX", "STAT_NAMES", "Stats", "episode_stats",
+           "parse_stats", "property_name", "read_dataset_stats", "read_episode_stats",
+           "stats_properties"]
