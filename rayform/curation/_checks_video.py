@@ -159,6 +159,8 @@ def _luma_heads(path: Any, refs: npt.NDArray[np.int64], mode: str, info: Any
                     break
                 if number >= start:
                     out.append((number - lo, _luma(frame)))
+                if number + 1 >= stop:
+                    break  # the head is complete: decode no frame past it
     return out
 
 
