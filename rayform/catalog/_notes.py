@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final, Literal
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict
 
 from rayform._digest import Digest
@@ -183,6 +184,42 @@ def replace_findings(catalog: CatalogHandle, dataset: str, table: pa.Table, *,
     return commit(catalog.store, notes_entry(dataset), NotesVersion, mutate)
 
 
+def merge_findings(catalog: CatalogHandle, dataset: str, table: pa.Table, *,
+                   segments: Mapping[str, str], dataset_version: int, config: str
+                   ) -> NotesVersion:
+    """Commit ``table`` as the findings of ``segments`` (id -> version), keeping the stored
+    findings of every other segment (registration's checks on the segments it adds).
+
+    The segments count as checked (a later run with the same ``config`` reuses them) only when
+    the stored findings were made with ``config`` or there are none yet; otherwise a later
+    ``curate`` recomputes them with its own checks.
+    """
+    catalog.require_writable()
+    new = table.cast(NOTES_SCHEMA)
+    replaced = pa.array(sorted(segments), pa.string())
+
+    def mutate(old: NotesVersion | None, number: int) -> NotesVersion:
+        base = old or _empty(number)
+        merged = new
+        if base.findings is not None:
+            previous = _read(catalog, base.findings)
+            keep = pc.invert(pc.is_in(previous.column("segment"), replaced)).fill_null(True)
+            merged = pa.concat_tables([previous.filter(keep), new])
+        digest = catalog.store_table_object(merged)
+        same = base.findings is None or base.findings_config == config
+        checked = {k: v for k, v in base.checked.items() if k not in segments}
+        if same:
+            checked.update(segments)
+        return base.model_copy(update={
+            "version": number, "committed_at_ns": time.time_ns(), "findings": digest,
+            "num_findings": merged.num_rows,
+            "findings_dataset_version": dataset_version if same
+            else base.findings_dataset_version,
+            "findings_config": config if same else base.findings_config, "checked": checked})
+
+    return commit(catalog.store, notes_entry(dataset), NotesVersion, mutate)
+
+
 def attrs_json(attrs: Mapping[str, Any]) -> str:
     """``attrs`` as a JSON object (values must be JSON scalars, lists or objects)."""
     try:
@@ -194,5 +231,6 @@ def attrs_json(attrs: Mapping[str, Any]) -> str:
 
 __all__ = ["ANNOTATIONS_TABLE", "FINDINGS_TABLE", "KIND_ANNOTATION", "KIND_FINDING",
            "NOTES_SCHEMA", "NOTE_COLUMNS", "SEVERITIES", "NotesVersion", "annotations_table",
-           "append_annotations", "attrs_json", "findings_table", "load_notes", "notes_entry",
+           "append_annotations", "attrs_json", "findings_table", "load_notes", "merge_findings",
+           "notes_entry",
            "notes_prefix", "notes_rows", "replace_findings"]

@@ -19,10 +19,14 @@ def cmd_curate(args: argparse.Namespace) -> int:
     import pyarrow as pa  # here, not at import: `rayform --help` stays fast
 
     from rayform.catalog import Catalog
-    from rayform.catalog._slices import load_slice
+    from rayform.catalog._slices import SLICE_ID_PREFIX, load_slice
     from rayform.cli._output import json_value
     from rayform.curation import curate, write_clean_slice
 
+    if args.plot:
+        from rayform.curation._plot import require_pyplot
+
+        require_pyplot()  # before the work: a missing extra is one line, and nothing written
     catalog = Catalog.open(catalog_url(args))
     source = catalog.get_dataset(args.dataset)
     if args.slice is not None:
@@ -32,7 +36,11 @@ def cmd_curate(args: argparse.Namespace) -> int:
                              f"{args.dataset!r}")
         source = found.view(catalog)  # type: ignore[assignment]
     checks = [c.strip() for c in args.checks.split(",") if c.strip()] if args.checks else None
-    result = curate(source, checks=checks, video=args.video,
+    baseline = None
+    if args.baseline is not None:
+        baseline = load_slice(catalog, args.baseline).view(catalog) \
+            if args.baseline.startswith(SLICE_ID_PREFIX) else catalog.get_dataset(args.baseline)
+    result = curate(source, checks=checks, video=args.video, baseline=baseline,
                     persist=not catalog.url.startswith("https://"))
     if args.format == "json":
         print(json.dumps(json_value(result.to_json()), indent=1, ensure_ascii=False))
@@ -55,6 +63,11 @@ def cmd_curate(args: argparse.Namespace) -> int:
         print_table(verdicts, OutputFormat(format="table", limit=None))
         print_table(result.findings.select(TABLE_COLUMNS), OutputFormat(format="table",
                                                                         limit=None))
+    if args.plot:
+        from rayform.curation import plot_findings
+
+        written = plot_findings(source, result, args.plot)
+        print(f"wrote {len(written)} plot(s) to {args.plot}", file=sys.stderr)
     if args.write_slice:
         made = write_clean_slice(catalog, result, args.write_slice)
         print(f"wrote slice {made.id} ({len(made)} segments, {len(made.excluded)} excluded "
@@ -94,11 +107,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--video", choices=("sample", "full", "off"), default="sample",
                    help="video checks on a sample of frames, on every frame, or off "
                         "(default: sample)")
+    p.add_argument("--baseline", default=None, metavar="DATASET|SLICE",
+                   help="compare against this dataset (name) or slice (slc_…): columns gained "
+                        "or lost, unit changes, shifted distributions (the drift.* checks)")
     p.add_argument("--fail-on", choices=FAIL_ON, default="error",
                    help="exit 1 when a finding is at least this severe (default: error)")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table",
                    help="table (verdicts, then findings), json (the documented schema) or csv "
                         "(the findings)")
+    p.add_argument("--plot", default=None, metavar="DIR",
+                   help="write DIR/<segment>.png for each flagged segment: the flagged "
+                        "dimensions with the findings' ranges shaded (needs rayform[plot])")
     p.add_argument("--write-slice", default=None, metavar="NAME",
                    help="save a slice of what is clean (excluded segments left out, flagged row "
                         "ranges excluded) and print its id")

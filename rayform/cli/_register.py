@@ -127,6 +127,14 @@ def cmd_register(args: argparse.Namespace) -> int:
     if ids:
         print(f"registered {len(ids)} segment(s) into {args.dataset!r}: "
               + ", ".join(shown_ids(ids)))
+    if ids and args.curate:
+        from rayform.curation import check_registered
+
+        checked = check_registered(cat.get_dataset(args.dataset), ids)
+        print(f"checked {len(ids)} segment(s): {checked.findings.num_rows} finding(s), "
+              f"{sum(v.verdict != 'ok' for v in checked.verdicts)} segment(s) to review or "
+              f"exclude (SELECT * FROM {args.dataset}.findings)",
+              file=sys.stderr)
     else:
         print(f"registered nothing into {args.dataset!r}: every segment is there already "
               "(--on-duplicate skip); --on-duplicate replace overwrites them")
@@ -161,5 +169,9 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.add_argument("--mapping", default=None, metavar="FILE",
                    help="an HDF5 mapping file (YAML or JSON) declaring a layout rayform does not "
                         "know; see docs/formats.md")
+    p.add_argument("--curate", action="store_true",
+                   help="run the cheap checks that need no other segment (lengths, index, "
+                        "timestamps, rates, NaN, stored statistics, video frame counts) on the "
+                        "new segments and keep their findings (SELECT * FROM <dataset>.findings)")
     add_ray_option(p)
     p.set_defaults(func=cmd_register)

@@ -38,6 +38,18 @@ def time_range(values: list[str] | None) -> TimeRange | None:
 def cmd_slices_create(args: argparse.Namespace) -> int:
     from rayform.client import Client
 
+    if args.keep_label:
+        if args.segment or args.where or args.param or args.time_range:
+            raise UsageError("--keep-label selects by labels alone; drop --segment, --where, "
+                             "--param and --time-range (or make the slice in two steps)")
+        from rayform.catalog import Catalog
+        from rayform.curation import labelled_slice
+
+        made = labelled_slice(Catalog.open(catalog_url(args)), args.dataset, args.keep_label,
+                              name=args.name)
+        print(made.id)
+        print(made.describe(), file=sys.stderr)
+        return 0
     created = Client(catalog_url(args)).slices.create(
         args.dataset, segments=args.segment or None, where=args.where,
         params=parse_params(args.param), time_range=time_range(args.time_range), name=args.name)
@@ -95,6 +107,10 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     q.add_argument("--time-range", nargs=3, metavar=("TIMELINE", "START", "END"), default=None,
                    help="keep [START, END] on TIMELINE: ISO dates or times (UTC unless an offset "
                         "is given), durations such as 1.5s, or integers")
+    q.add_argument("--keep-label", action="append", default=[], metavar="LABEL",
+                   help="keep only the ranges of notes with this label (annotations, or "
+                        "findings by check id; repeatable): the segments having one, and no "
+                        "sample whose window leaves them")
     q.add_argument("--name", default=None, help="a name to show in listings")
     q.set_defaults(func=cmd_slices_create)
 

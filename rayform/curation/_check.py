@@ -28,6 +28,7 @@ class Check:
         cost: ``metadata``, ``rows`` (reads the numeric columns) or ``video`` (decodes frames).
         scope: ``segment`` (run per segment, cached per segment version) or ``dataset``.
         needs_baseline: compares against the other segments (needs at least 4 of them).
+        needs_reference: compares against a baseline dataset or slice (``--baseline``).
     """
 
     id: str
@@ -39,6 +40,7 @@ class Check:
     run_segment: SegmentCheck | None = None
     run_dataset: DatasetCheck | None = None
     needs_baseline: bool = False
+    needs_reference: bool = False
 
 
 def select_checks(checks: Sequence[Check], patterns: Sequence[str] | None) -> list[Check]:

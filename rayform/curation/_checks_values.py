@@ -81,7 +81,7 @@ def dead(ctx: Context, seg: SegmentSeries) -> list[Finding]:
     return out
 
 
-def _scale_of(ratio: float) -> tuple[float, str] | None:
+def scale_factor_of(ratio: float) -> tuple[float, str] | None:
     for factor, meaning in SCALE_FACTORS.items():
         for k, what in ((factor, meaning), (1 / factor, meaning)):
             if abs(ratio / k - 1) < SCALE_TOLERANCE:
@@ -110,7 +110,7 @@ def _scale(ctx: Context, seg: SegmentSeries) -> list[Finding]:
             ratio = float(own[d] / typical[d])
             # the other segments must agree among themselves far better than the factor
             lo, hi = np.nanmin(others[:, d]), np.nanmax(others[:, d])
-            found = _scale_of(ratio)
+            found = scale_factor_of(ratio)
             if found is None or hi > 3 * lo:
                 continue
             out.append(Finding(

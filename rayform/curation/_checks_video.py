@@ -2,6 +2,12 @@
 sample of the decoded frames for identical-frame runs beyond the dataset's own pattern and
 black cameras.
 
+``--video sample`` decodes GOP heads: one per second of video (8 at most per camera), each the
+keyframe at or before the sampled time and the two frames after it, so a head costs a seek and
+three frames and nothing decoded is thrown away; two heads a second apart that are each still
+and identical to each other count as a camera frozen between them. ``--video full`` decodes
+every frame.
+
 Identical consecutive frames are normal in some recordings (the real Unitree AV1 episodes have
 56 of 220 consecutive pairs pixel-identical, never two pairs in a row), so a run is flagged only
 when it is longer than the longest run the other segments show.
@@ -21,8 +27,9 @@ from rayform.curation._finding import Finding
 from rayform.curation._series import SegmentSeries
 from rayform.errors import RayformError
 
-SAMPLE_WINDOWS = 4      # --video sample: this many windows of consecutive frames per camera …
-SAMPLE_FRAMES = 10      # … of this many frames each
+SAMPLE_EVERY_S = 1.0    # --video sample: one GOP head per second of video …
+SAMPLE_HEADS = 8        # … at most this many per camera, evenly spread …
+HEAD_FRAMES = 3         # … each its keyframe and the frames after it, this many in all
 IDENTICAL_MIN_PAIRS = 2  # never flag fewer identical pairs in a row than this
 BLACK_LEVEL = 8.0       # mean luma under this is a black frame …
 BLACK_MIN_S = 0.5       # … for at least this long
@@ -96,30 +103,51 @@ def _luma(frame: Any) -> npt.NDArray[np.uint8]:
     return data[:frame.height, :frame.width][::4, ::4].copy()
 
 
-def _windows(count: int, mode: str) -> list[tuple[int, int]]:
-    """Half-open frame ranges to decode: everything, or a few evenly spaced windows."""
-    if mode != "sample" or count <= SAMPLE_WINDOWS * SAMPLE_FRAMES:
-        return [(0, count)]
-    starts = np.linspace(0, count - SAMPLE_FRAMES, SAMPLE_WINDOWS).astype(int)
-    return [(int(a), int(a) + SAMPLE_FRAMES) for a in starts]
+def sample_heads(stamps: npt.NDArray[np.int64], is_keyframe: npt.NDArray[np.bool_],
+                 first: int, count: int, mode: str) -> list[tuple[int, int]]:
+    """Half-open ranges of file frame indices to decode for the frames ``first..first+count``.
+
+    ``full``: all of them. ``sample``: GOP heads, one per second of video (at most
+    :data:`SAMPLE_HEADS` evenly spread): the keyframe at or before each sampled time and the
+    frames after it, :data:`HEAD_FRAMES` in all, so a head decodes nothing it does not use.
+    """
+    if mode != "sample" or count <= SAMPLE_HEADS * HEAD_FRAMES:
+        return [(first, first + count)]
+    span_s = (int(stamps[first + count - 1]) - int(stamps[first])) / 1e9
+    heads = int(min(SAMPLE_HEADS, max(2, np.ceil(span_s / SAMPLE_EVERY_S))))
+    targets = np.linspace(first, first + count - HEAD_FRAMES, heads).astype(int)
+    keys = np.flatnonzero(is_keyframe[first:first + count]) + first
+    out: list[tuple[int, int]] = []
+    for target in targets:
+        before = keys[keys <= target]
+        start = int(before[-1]) if len(before) else first
+        if out and start < out[-1][1]:
+            continue  # the same GOP as the previous head
+        out.append((start, min(start + HEAD_FRAMES, first + count)))
+    return out
 
 
-def _luma_windows(path: Any, count: int, mode: str, info: Any
-                  ) -> list[tuple[int, npt.NDArray[np.uint8]]]:
-    """Decoded luma planes ``(frame number, plane)`` of the frames in each window; a window is
-    decoded from the keyframe before it (a seek), so a sample costs about its own frames."""
+def _luma_heads(path: Any, refs: npt.NDArray[np.int64], mode: str, info: Any
+                ) -> list[tuple[int, npt.NDArray[np.uint8]]]:
+    """Decoded luma planes ``(frame number, plane)`` of the sampled frames (numbers count from
+    the segment's first frame in the file); each head is decoded from its keyframe (a seek)."""
     from rayform.media._video_asset import pts_to_ns
     from rayform.media._video_codec import require_av
 
     av = require_av()
     stamps = info.frame_timestamps_ns
+    lo = int(np.searchsorted(stamps, int(refs.min()) - MATCH_TOLERANCE_NS))
+    hi = int(np.searchsorted(stamps, int(refs.max()) + MATCH_TOLERANCE_NS, side="right"))
+    count = min(hi - lo, len(refs))
     out: list[tuple[int, npt.NDArray[np.uint8]]] = []
+    if count <= 0:
+        return out
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
-        for first, stop in _windows(min(count, len(stamps)), mode):
-            if first > 0:
-                target = int(stamps[first]) * info.time_base.denominator // (
+        for start, stop in sample_heads(stamps, info.is_keyframe, lo, count, mode):
+            if start > 0:
+                target = int(stamps[start]) * info.time_base.denominator // (
                     info.time_base.numerator * 1_000_000_000)
                 container.seek(target, stream=stream, backward=True, any_frame=False)
             for frame in container.decode(stream):
@@ -129,9 +157,52 @@ def _luma_windows(path: Any, count: int, mode: str, info: Any
                 number = int(np.searchsorted(stamps, ns - MATCH_TOLERANCE_NS))
                 if number >= stop:
                     break
-                if number >= first:
-                    out.append((number, _luma(frame)))
+                if number >= start:
+                    out.append((number - lo, _luma(frame)))
+                if number + 1 >= stop:
+                    break  # the head is complete: decode no frame past it
     return out
+
+
+def _frozen_pairs(planes: list[tuple[int, npt.NDArray[np.uint8]]], size: int
+                  ) -> npt.NDArray[np.bool_]:
+    """``pairs[n]``: frames ``n`` and ``n + 1`` are pixel-identical. Between two sampled heads
+    that are each identical throughout and identical to each other, every pair counts as
+    identical: a camera frozen from one sampled second to the next."""
+    pairs = np.zeros(size, dtype=bool)
+    heads: list[list[tuple[int, npt.NDArray[np.uint8]]]] = []
+    for number, plane in planes:
+        if heads and number == heads[-1][-1][0] + 1:
+            heads[-1].append((number, plane))
+        else:
+            heads.append([(number, plane)])
+    still = []
+    for head in heads:
+        same = [np.array_equal(p0, p1) for (_, p0), (_, p1) in itertools.pairwise(head)]
+        for (n0, _), flag in zip(head, same, strict=False):
+            if flag and n0 < size:
+                pairs[n0] = True
+        still.append(len(head) > 1 and all(same))
+    for i in range(len(heads) - 1):
+        a, b = heads[i], heads[i + 1]
+        if still[i] and still[i + 1] and np.array_equal(a[-1][1], b[0][1]):
+            pairs[a[-1][0]:min(b[0][0], size)] = True
+    return pairs
+
+
+def _dark_runs(planes: list[tuple[int, npt.NDArray[np.uint8]]], size: int
+               ) -> list[tuple[int, int]]:
+    """Runs of black frames; consecutive sampled frames both black make one run between them."""
+    out: list[tuple[int, int]] = []
+    for number, plane in planes:
+        if number >= size or float(plane.mean()) >= BLACK_LEVEL:
+            out.append((-1, -1))
+            continue
+        if out and out[-1][0] >= 0:
+            out[-1] = (out[-1][0], number + 1)
+        else:
+            out.append((number, number + 1))
+    return [r for r in out if r[0] >= 0]
 
 
 def _content(ctx: Context, seg: SegmentSeries) -> dict[str, dict[str, Any]]:
@@ -141,28 +212,18 @@ def _content(ctx: Context, seg: SegmentSeries) -> dict[str, dict[str, Any]]:
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     result: dict[str, dict[str, Any]] = {}
-    for entity, (rows, _) in seg.video_timestamps.items():
+    for entity, (rows, refs) in seg.video_timestamps.items():
         path = _file_of(seg, entity)
-        if path is None:
+        if path is None or not len(refs):
             continue
         try:
-            planes = _luma_windows(path, len(rows), ctx.video, _probe(ctx, path))
+            planes = _luma_heads(path, refs, ctx.video, _probe(ctx, path))
         except (RayformError, OSError, ValueError) as err:
             result[entity] = {"error": str(err)}
             continue
-        identical: list[tuple[int, int]] = []
-        for (n0, p0), (n1, p1) in itertools.pairwise(planes):
-            if n1 == n0 + 1 and np.array_equal(p0, p1):
-                identical.append((n0, n1))
-        pairs = np.zeros(max(len(rows), 1), dtype=bool)
-        for n0, _ in identical:
-            if n0 < len(pairs):
-                pairs[n0] = True
-        dark = np.zeros(max(len(rows), 1), dtype=bool)
-        for number, plane in planes:
-            if number < len(dark) and float(plane.mean()) < BLACK_LEVEL:
-                dark[number] = True
-        result[entity] = {"pairs": runs(pairs), "dark": runs(dark), "rows": rows,
+        size = max(len(rows), 1)
+        result[entity] = {"pairs": runs(_frozen_pairs(planes, size)),
+                          "dark": _dark_runs(planes, size), "rows": rows,
                           "decoded": len(planes)}
     ctx.features[key] = result
     return result
@@ -215,8 +276,9 @@ CHECKS = [
           "frame reference", threshold="exact (1 ms)", cost="video", scope="segment",
           run_segment=frames),
     Check(id="video.identical", detects="frozen camera / duplicated frames, black camera",
-          how="decoded luma (1/4 resolution) of consecutive frames: runs of identical pairs "
-          "longer than the other segments' longest; mean luma for black",
+          how="decoded luma (1/4 resolution) of consecutive frames (--video sample: a GOP head "
+          "of 3 frames per second, 8 at most): runs of identical pairs longer than the other "
+          "segments' longest; mean luma for black",
           threshold=f">= max({IDENTICAL_MIN_PAIRS}, usual + 1) pairs; luma < {BLACK_LEVEL:g} "
           f"for {BLACK_MIN_S:g} s", cost="video", scope="segment", run_segment=identical),
 ]

@@ -83,6 +83,7 @@ class Context:
     segments: dict[str, SegmentSeries]
     nominal_rate_hz: float | None
     video: str = "sample"
+    baseline: Any = None  # a Profile of the --baseline dataset or slice (rayform.curation._profile)
     features: dict[tuple[str, str], Any] = \
         field(default_factory=dict)
 

@@ -23,22 +23,25 @@ from rayform.catalog import DatasetEntry, DatasetView, Slice
 from rayform.catalog._notes import findings_table as stored_findings
 from rayform.catalog._notes import load_notes, notes_rows, replace_findings
 from rayform.curation import (
+    _checks_drift,
     _checks_episode,
     _checks_series,
     _checks_shape,
+    _checks_stored,
     _checks_timing,
     _checks_values,
 )
 from rayform.curation._check import Check, select_checks
 from rayform.curation._context import MIN_BASELINE_SEGMENTS, Context
 from rayform.curation._finding import Finding
+from rayform.curation._profile import profile_of
 from rayform.curation._result import CurationResult, verdicts_of
 from rayform.curation._series import SegmentSeries, load_series, numeric_columns
 from rayform.errors import ConfigError, RayformError
 
 VideoMode = Literal["off", "sample", "full"]
 VIDEO_MODES: tuple[VideoMode, ...] = ("off", "sample", "full")
-CURATION_FORMAT = 3  # bump when a check's rule changes: stored findings are then recomputed
+CURATION_FORMAT = 4  # bump when a check's rule changes: stored findings are then recomputed
 
 COVERAGE_CHECKS = [
     Check(id="coverage.declared", detects="episodes the source declares but are not registered",
@@ -58,8 +61,8 @@ def all_checks() -> list[Check]:
     from rayform.curation import _checks_video
 
     return [*COVERAGE_CHECKS, *_checks_timing.CHECKS, *_checks_values.CHECKS,
-            *_checks_series.CHECKS, *_checks_episode.CHECKS, *_checks_shape.CHECKS,
-            *_checks_video.CHECKS]
+            *_checks_stored.CHECKS, *_checks_series.CHECKS, *_checks_episode.CHECKS,
+            *_checks_shape.CHECKS, *_checks_video.CHECKS, *_checks_drift.CHECKS]
 
 
 def _view_of(source: DatasetView | Slice) -> DatasetView:
@@ -106,27 +109,43 @@ def _declared(segments: dict[str, SegmentSeries]) -> int | None:
     return max(numbers) if numbers else None
 
 
-def _nominal_rate(segments: dict[str, SegmentSeries]) -> float | None:
+def nominal_rate(segments: dict[str, SegmentSeries]) -> float | None:
     rates = [s.properties.get("fps") for s in segments.values()]
     numbers = [float(r) for r in rates if isinstance(r, int | float) and not isinstance(r, bool)]
     return float(np.median(numbers)) if numbers else None
 
 
-def _config_key(checks: Sequence[Check], video: str) -> str:
+def config_key(checks: Sequence[Check], video: str) -> str:
     text = json.dumps({"format": CURATION_FORMAT, "checks": [c.id for c in checks],
                        "video": video})
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _run_segment(check: Check, ctx: Context, seg: SegmentSeries) -> list[Finding]:
+def run_segment(check: Check, ctx: Context, seg: SegmentSeries) -> list[Finding]:
     assert check.run_segment is not None
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN slices: handled as NaN
         return check.run_segment(ctx, seg)
 
 
+def load_all(view: DatasetView, *, numeric: bool = True
+             ) -> tuple[dict[str, SegmentSeries], dict[str, str]]:
+    """Every segment's series (``numeric=False``: clock and video references only), and the
+    segments that cannot be read, with why."""
+    columns = numeric_columns(view) if numeric else []
+    segments: dict[str, SegmentSeries] = {}
+    unreadable: dict[str, str] = {}
+    for sid in view.segment_ids():
+        try:
+            segments[sid] = load_series(view, sid, columns)
+        except (RayformError, OSError, pa.ArrowException) as err:
+            unreadable[sid] = str(err)
+    return segments, unreadable
+
+
 def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
-           video: VideoMode = "sample", persist: bool = True) -> CurationResult:
+           video: VideoMode = "sample", baseline: DatasetView | Slice | None = None,
+           persist: bool = True) -> CurationResult:
     """Check a dataset (or a view or slice of it) and keep the findings as catalog data.
 
     Args:
@@ -134,6 +153,9 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         checks: globs over check ids (``["values.*", "-values.dead"]``); all by default.
         video: ``"sample"`` checks a sample of each camera's frames, ``"full"`` every frame,
             ``"off"`` none (the video checks are then reported as skipped).
+        baseline: another dataset (or a view or slice) to compare against: the ``drift.*``
+            checks report columns gained or lost, unit changes and shifted distributions per
+            column and dimension (skipped without one).
         persist: commit the findings as ``<dataset>.findings`` (needs a writable catalog).
 
     Returns:
@@ -146,17 +168,16 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
         raise ConfigError(f"curate: video must be one of {VIDEO_MODES}, got {video!r}")
     view = _view_of(source)
     chosen = select_checks(all_checks(), checks)
-    config = _config_key(chosen, video)
-    columns = numeric_columns(view)
-    segments: dict[str, SegmentSeries] = {}
-    unreadable: dict[str, str] = {}
-    for sid in view.segment_ids():
-        try:
-            segments[sid] = load_series(view, sid, columns)
-        except (RayformError, OSError, pa.ArrowException) as err:
-            unreadable[sid] = str(err)
-    ctx = Context(view=view, segments=segments, nominal_rate_hz=_nominal_rate(segments),
-                  video=video)
+    config = config_key(chosen, video)
+    # only video and metadata checks chosen (``--checks 'video.*'``): no numeric column to read
+    segments, unreadable = load_all(view, numeric=baseline is not None or any(
+        c.cost == "rows" for c in chosen))
+    reference = None
+    if baseline is not None:
+        base_view = _view_of(baseline)
+        reference = profile_of(base_view, load_all(base_view)[0].values())
+    ctx = Context(view=view, segments=segments, nominal_rate_hz=nominal_rate(segments),
+                  video=video, baseline=reference)
     notes = load_notes(view.catalog, view.name)
     reuse: set[str] = set()
     previous = None
@@ -171,7 +192,7 @@ def curate(source: DatasetView | Slice, *, checks: Sequence[str] | None = None,
             continue
         for check in chosen:
             if check.scope == "segment" and (check.cost != "video" or video != "off"):
-                for f in _run_segment(check, ctx, seg):
+                for f in run_segment(check, ctx, seg):
                     rows.append(f.row(version=seg.version, dataset_version=version,
                                       clock=seg.clock, created_at_ns=now))
     dataset_findings = []
@@ -235,6 +256,8 @@ def _check_status(every: list[Check], chosen: list[Check], ctx: Context,
             reason = "not selected (--checks)"
         elif check.cost == "video" and video == "off":
             reason = "video checks off (--video off)"
+        elif check.needs_reference and ctx.baseline is None:
+            reason = "needs a baseline dataset or slice to compare against (--baseline)"
         elif check.needs_baseline and others < MIN_BASELINE_SEGMENTS:
             reason = (f"needs at least {MIN_BASELINE_SEGMENTS} other segments to compare "
                       f"against; the dataset has {others}")

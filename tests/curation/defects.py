@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -209,3 +210,38 @@ def slow_timestamps(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Timestamps at 25 Hz where the dataset declares 30 (a wrong nominal rate)."""
     t["timestamp"] = (np.arange(len(t["timestamp"])) / 25.0).astype(np.float32)
     return t
+
+
+def real_copy(root: Path, edit: Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+              | None = None, *, features: Callable[[dict[str, Any]], None] | None = None,
+              stats: Callable[[dict[int, dict[str, Any]]], None] | None = None) -> Path:
+    """A copy of the real LeRobot folder under ``root`` (videos and metadata as they are), each
+    episode's columns passed through ``edit``, ``info.json``'s features through ``features`` and
+    ``episodes_stats.jsonl`` (by episode) through ``stats``."""
+    out = root / "g1-copy"
+    shutil.copytree(REAL, out, ignore=shutil.ignore_patterns("*.parquet"))
+    info = json.loads((REAL / "meta/info.json").read_text())
+    if features is not None:
+        features(info["features"])
+        (out / "meta/info.json").write_text(json.dumps(info))
+    if stats is not None:
+        rows = [json.loads(line) for line in
+                (REAL / "meta/episodes_stats.jsonl").read_text().splitlines() if line.strip()]
+        by_episode = {r["episode_index"]: r["stats"] for r in rows}
+        stats(by_episode)
+        (out / "meta/episodes_stats.jsonl").write_text("".join(
+            json.dumps({"episode_index": i, "stats": s}) + "\n" for i, s in by_episode.items()))
+    for source in SOURCES:
+        name = f"data/chunk-000/episode_{source:06d}.parquet"
+        table = pq.read_table(REAL / name)
+        cols = _columns(table)
+        schema = table.schema
+        if edit is not None:
+            cols = edit(cols)
+            fields = [f for f in schema if f.name in cols]
+            for key, values in cols.items():
+                if key not in schema.names:
+                    fields.append(pa.field(key, pa.list_(pa.float32(), values.shape[1])))
+            schema = pa.schema(fields)
+        pq.write_table(_table(cols, schema), out / name)
+    return out

@@ -33,7 +33,7 @@ NUDGES = tuple(Defect(i, "none", None, None, None, functools.partial(_nudge, by=
 
 
 @pytest.fixture(scope="module")
-def result(tmp_path_factory: pytest.TempPathFactory) -> CurationResult:
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> DatasetEntry:
     if not REAL.is_dir():
         pytest.skip(f"real data not available at {REAL}")
     root = tmp_path_factory.mktemp("video")
@@ -44,6 +44,11 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> CurationResult:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         dataset.register([str(source)]).wait()
+    return dataset
+
+
+@pytest.fixture(scope="module")
+def result(dataset: DatasetEntry) -> CurationResult:
     return curate(dataset, video="full")
 
 
@@ -76,3 +81,27 @@ def test_clean_copies_quiet(result: CurationResult) -> None:
     loud = [r for r in result.at_least("warning").to_pylist()
             if r["segment"] in ("episode_000000", "episode_000001", "episode_000003")]
     assert loud == []
+
+
+def test_sampled_heads_find_the_frozen_camera(dataset: DatasetEntry) -> None:
+    sampled = curate(dataset, checks=["video.*"], video="sample", persist=False)
+    [frozen] = _rows(sampled, "episode_000005", "video.identical")
+    assert 100 - 1 <= frozen["start_row"] < frozen["end_row"] <= 130 + 1  # inside the stretch
+    loud = [r for r in sampled.at_least("warning").to_pylist()
+            if r["segment"] in ("episode_000000", "episode_000001", "episode_000003")]
+    assert loud == []
+
+
+def test_sample_heads_plan() -> None:
+    from rayform.curation._checks_video import HEAD_FRAMES, SAMPLE_HEADS, sample_heads
+
+    stamps = (np.arange(300) * 33_333_333).astype(np.int64)
+    keys = np.zeros(300, dtype=bool)
+    keys[::2] = True  # GOP 2, as the Unitree files
+    heads = sample_heads(stamps, keys, 0, 300, "sample")
+    assert len(heads) == SAMPLE_HEADS and all(b - a == HEAD_FRAMES for a, b in heads)
+    assert all(keys[a] for a, _ in heads) and heads[0][0] == 0 and heads[-1][1] <= 300
+    assert sample_heads(stamps, keys, 0, 300, "full") == [(0, 300)]
+    keys[:] = False
+    keys[[0, 150]] = True  # long GOPs: heads share a keyframe only once
+    assert sample_heads(stamps, keys, 0, 300, "sample") == [(0, 3), (150, 153)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -41,6 +41,7 @@ from rayform.recording._columns import (
     SCALARS,
     TEXT_DOCUMENT,
 )
+from rayform.recording._file import PropertyValue
 from rayform.recording._writer import RecordingWriter, TimelineLike
 
 ProbeFn = Callable[[Path], VideoProbe]
@@ -53,8 +54,10 @@ RAW_TIMESTAMP_ENTITY = "/" + TIMESTAMP
 
 
 def write_episode(out: Path, *, info: DatasetInfo, episode: EpisodeInfo, table: pa.Table,
-                  tasks: dict[int, str], probe: ProbeFn) -> Path:
-    """Write ``episode`` (its rows of the data file in ``table``) to the recording ``out``.
+                  tasks: dict[int, str], probe: ProbeFn,
+                  stored: Mapping[str, PropertyValue] | None = None) -> Path:
+    """Write ``episode`` (its rows of the data file in ``table``) to the recording ``out``;
+    ``stored`` are further properties (the statistics the dataset stores).
 
     Returns:
         The recording's path.
@@ -68,6 +71,8 @@ def write_episode(out: Path, *, info: DatasetInfo, episode: EpisodeInfo, table: 
     timelines, grid_error = _timelines(table, info)
     with RecordingWriter(out, recording_id=segment_id, application_id="lerobot") as rec:
         _set_properties(rec, info, episode, table, tasks)
+        for name, value in (stored or {}).items():
+            rec.set_property(name, value)
         if grid_error is None:
             rec.set_property(TIME_GRID_PROPERTY, GRID_SOURCE)
         else:

@@ -22,15 +22,24 @@ from rayform.importers.lerobot._metadata import (
     read_parquet,
     read_tasks,
 )
+from rayform.importers.lerobot._stats import (
+    DATASET_PREFIX,
+    EPISODE_PREFIX,
+    episode_stats,
+    read_dataset_stats,
+    read_episode_stats,
+    stats_properties,
+)
 from rayform.importers.mp4._probe import VideoProbe, probe_video
 
 
 class LeRobotImporter(Importer):
     """Reads LeRobot dataset folders without the ``lerobot`` package (see ``_layout`` for columns).
 
-    Each episode becomes the segment ``episode_<index:06d>``; its tasks, length, index and the
-    dataset's fps / robot type are properties; videos are kept as-is as video assets (a v3.0 file
-    holding many episodes is stored once and each episode points into it). Episodes the
+    Each episode becomes the segment ``episode_<index:06d>``; its tasks, length, index, the
+    dataset's fps / robot type and the statistics the dataset stores (``_stats``) are
+    properties; videos are kept as-is as video assets (a v3.0 file holding many episodes is
+    stored once and each episode points into it). Episodes the
     metadata lists but whose data file is missing (a partial download) are skipped with a
     :class:`~rayform.errors.ConversionWarning` naming them; a missing video file only drops that
     camera from the episode, with a warning.
@@ -55,6 +64,9 @@ class LeRobotImporter(Importer):
             tasks = read_tasks(info)
         with _metadata_errors(path, "meta/episodes"):
             episodes = read_episodes(info)
+        with _metadata_errors(path, "meta/*stats*"):
+            v21_stats = read_episode_stats(info)
+            dataset_stats = stats_properties(DATASET_PREFIX, read_dataset_stats(info))
         present = [e for e in episodes if e.data_path.is_file()]
         _report_missing(info, episodes, present)
         if not present:
@@ -80,8 +92,12 @@ class LeRobotImporter(Importer):
             for episode in group:
                 rows = _episode_rows(table, episode, data_path, is_v3=info.is_v3)
                 out = staging / f"{segment_id_for_episode(episode.index)}.rfr"
+                with _metadata_errors(path, "meta/*stats*"):
+                    stored = {**stats_properties(EPISODE_PREFIX,
+                                                 episode_stats(info, episode, v21_stats)),
+                              **dataset_stats}
                 outputs.append(write_episode(out, info=info, episode=episode, table=rows,
-                                             tasks=tasks, probe=probe))
+                                             tasks=tasks, probe=probe, stored=stored))
         return outputs
 
 

@@ -83,16 +83,17 @@ class EpisodeInfo:
     data_path: Path
     videos: dict[str, VideoLocation] = field(default_factory=dict)
     extra: dict[str, PropertyValue] = field(default_factory=dict)
+    raw_stats: dict[str, dict[str, Any]] = field(default_factory=dict)  # v3.0: stats/<f>/<stat>
 
 
-def _load_json(path: Path) -> Any:
+def load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
         raise CorruptRecordingError(f"{path}: not valid JSON ({err}); re-download the file") from err
 
 
-def _iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8") as fh:
         for number, line in enumerate(fh, 1):
             if not line.strip():
@@ -199,7 +200,7 @@ def read_info(root: Path) -> DatasetInfo:
             f"{root}: not a LeRobot dataset (no {INFO_PATH}) and not a rosbag2 bag (no "
             "metadata.yaml); register LeRobot v2.x/v3.0 dataset folders, rosbag2 folders, or files"
         )
-    raw = _load_json(path)
+    raw = load_json(path)
     if not isinstance(raw, dict):
         raise CorruptRecordingError(f"{path}: expected a JSON object, got {type(raw).__name__}")
     version = str(_require(raw, "codebase_version", path))
@@ -271,7 +272,7 @@ def read_tasks(info: DatasetInfo) -> dict[int, str]:
     if not path.is_file():
         return {}
     tasks: dict[int, str] = {}
-    for row in _iter_jsonl(path):
+    for row in iter_jsonl(path):
         index, task = row.get("task_index"), row.get("task")
         if isinstance(index, bool) or not isinstance(index, int) or not isinstance(task, str):
             raise FormatError(f"{path}: each line needs an integer 'task_index' and a string "
@@ -298,7 +299,7 @@ def _read_v2_episodes(info: DatasetInfo) -> list[EpisodeInfo]:
     path = info.root / "meta" / "episodes.jsonl"
     rows: list[dict[str, Any]]
     if path.is_file():
-        rows = list(_iter_jsonl(path))
+        rows = list(iter_jsonl(path))
     else:  # no episode list: take the data files that are there
         rows = []
         for data_file in sorted((info.root / "data").glob("chunk-*/episode_*.parquet")):
@@ -374,7 +375,12 @@ def _v3_episode(info: DatasetInfo, row: dict[str, Any], where: Path) -> EpisodeI
         k: v for k, v in ((k, _scalar_property(v)) for k, v in row.items()
                           if k not in skip and not k.startswith(skip_prefixes))
         if v is not None}
+    raw_stats: dict[str, dict[str, Any]] = {}
+    for key, value in row.items():
+        if isinstance(key, str) and key.startswith("stats/") and key.count("/") >= 2:
+            feature, _, stat = key[len("stats/"):].rpartition("/")
+            raw_stats.setdefault(feature, {})[stat] = value
     tasks = row.get("tasks") or []
     return EpisodeInfo(index=index, tasks=tuple(str(t) for t in tasks),
                        length=int(row["length"]) if row.get("length") is not None else None,
-                       data_path=data_path, videos=videos, extra=extra)
+                       data_path=data_path, videos=videos, extra=extra, raw_stats=raw_stats)
