@@ -1,16 +1,13 @@
-"""What a store holds: its content-addressed objects with their sizes and ages (for ``gc``).
+"""What a store holds: its objects and keys with their sizes and ages (for ``gc``).
 
-A key is one of rayform's objects only when it has the exact shape ``objects/ab/<sha256>`` with
-``ab`` the digest's first two characters; anything else below ``objects/`` (a stray upload, a
-crafted key) is no object of ours and is neither counted nor deleted.
+Only keys of the exact shape ``objects/ab/<sha256>`` are objects
+(:func:`~rayform.storage._store.digest_of_key`); anything else below ``objects/`` (a stray
+upload, a crafted key) is no object of rayform's and is neither counted nor deleted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from rayform._digest import is_digest
-from rayform.storage._store import OBJECTS_PREFIX
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,17 +27,6 @@ class StoredObject:
     size_bytes: int
     age_s: float
     stamp: str
-
-
-def digest_of_key(key: str) -> str | None:
-    """The digest of an object key ``objects/ab/<digest>``; None for any other key."""
-    parts = key.split("/")
-    if len(parts) != 3 or parts[0] != OBJECTS_PREFIX:
-        return None
-    prefix, name = parts[1], parts[2]
-    if not is_digest(name) or name[:2] != prefix:
-        return None
-    return name
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

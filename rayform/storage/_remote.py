@@ -21,11 +21,11 @@ from rayform._paths import component_problem
 from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._early import EarlyReads
-from rayform.storage._inventory import ListedKey, StoredObject, digest_of_key
+from rayform.storage._inventory import ListedKey, StoredObject
 from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
-from rayform.storage._store import OBJECTS_PREFIX, Store, object_key, sha256_file
+from rayform.storage._store import OBJECTS_PREFIX, Store, digest_of_key, object_key, sha256_file
 
 CATALOG_FILE = "catalog.json"
 PROBE_PREFIX = ".rayform-probe-"  # hidden keys a writer probes the server with, then deletes

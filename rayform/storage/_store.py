@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from rayform._digest import require_digest
+from rayform._digest import is_digest, require_digest
 from rayform.errors import ObjectMissingError, ReadOnlyCatalogError
 
 if TYPE_CHECKING:
@@ -33,6 +33,18 @@ def object_key(digest: str) -> str:
     """
     require_digest(digest, what="object key")
     return f"{OBJECTS_PREFIX}/{digest[:2]}/{digest}"
+
+
+def digest_of_key(key: str) -> str | None:
+    """The digest of an object key ``objects/ab/<digest>`` (the inverse of :func:`object_key`);
+    None for any other key."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != OBJECTS_PREFIX:
+        return None
+    prefix, name = parts[1], parts[2]
+    if not is_digest(name) or name[:2] != prefix:
+        return None
+    return name
 
 
 def sha256_file(path: Path) -> str:
