@@ -162,7 +162,7 @@ class SegmentIndex:
                                         memory_map=True).column(RECORD)
         except FileNotFoundError:
             raise  # gone, not damaged: fetched again by _read_records
-        except (pa.ArrowInvalid, OSError) as err:
+        except (pa.ArrowException, OSError) as err:
             raise CorruptMetadataError(
                 f"{self.source}: the segment records are not readable (damaged or truncated): "
                 f"{err}"
@@ -195,7 +195,7 @@ class SegmentIndex:
                 table = feather.read_table(str(path), columns=columns, memory_map=True)
         except FileNotFoundError:
             raise  # gone, not damaged: the caller may fetch it again
-        except (pa.ArrowInvalid, OSError) as err:
+        except (pa.ArrowException, OSError) as err:
             raise CorruptMetadataError(
                 f"{source}: segment index is not a readable Arrow IPC file (damaged or "
                 f"truncated): {err}"
