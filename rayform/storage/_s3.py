@@ -252,9 +252,10 @@ class S3Transport(Transport):
                               Bucket=self.bucket, Key=self._key(key))
         except FileNotFoundError:
             return None
-        modified = resp["LastModified"]
+        now = _server_now(resp)
+        modified = resp.get("LastModified") or now  # a server that omits it: taken as new
         return ListedKey(key=key, size_bytes=int(resp.get("ContentLength", -1)),
-                         age_s=_age_s(modified, _server_now(resp)),
+                         age_s=_age_s(modified, now),
                          stamp=f"{resp.get('ETag', '')}@{modified.isoformat()}")
 
     def list_keys(self, prefix: str) -> list[ListedKey]:
