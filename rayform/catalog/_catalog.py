@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import time
 import uuid
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -36,6 +37,7 @@ from rayform.errors import (
 from rayform.recording._names import validate_entry_name
 from rayform.storage._documents import FORMAT_VERSION, dump_model, parse_model
 from rayform.storage._open import open_store
+from rayform.storage._staged import store_staged
 from rayform.storage._store import Store
 
 if TYPE_CHECKING:
@@ -243,17 +245,12 @@ class Catalog:
 
     def store_table_object(self, table: pa.Table) -> str:
         """Write ``table`` as an Arrow IPC object; returns its content hash."""
-        staging = self.store.staging_dir()
-        try:
-            path = staging / "table.arrow"
+        def write(path: Path) -> None:
             with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
                 w.write_table(table)
-            digest, _ = self.store.put_object(path)
-            return digest
-        finally:
-            import shutil
 
-            shutil.rmtree(staging, ignore_errors=True)
+        return store_staged(self.store, "table.arrow", write,
+                            what=f"writing table rows for catalog {self.url}")
 
     # ------------------------------------------------------------------------------- SQL
     @property

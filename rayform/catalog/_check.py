@@ -3,23 +3,22 @@
 Checks that every metadata file parses (catalog, entries, every snapshot of every entry, segment
 indexes and their records, slices), that every object they name exists and hashes to its name,
 and, for a local catalog, that every listing file names exactly what its folder holds. Nothing is
-written. Also counts what ``gc_catalog`` would find to collect (unreferenced objects, staging
-leftovers).
+written. Also counts, on a catalog it could write (local or ``s3://``), what ``gc_catalog`` would
+find to collect (unreferenced objects, leftovers of killed writers).
 """
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-from rayform._digest import is_digest
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._references import Problem, catalog_references
 from rayform.errors import RayformError
 from rayform.storage._listing import LocalListings
 from rayform.storage._local import LocalStore
-from rayform.storage._store import OBJECTS_PREFIX, STAGING_DIR, object_key, sha256_file
+from rayform.storage._remote import RemoteStore
+from rayform.storage._store import Store, object_key, sha256_file
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,7 +31,8 @@ class CheckReport:
         metadata_files: metadata files read.
         objects_checked: referenced objects found and hashed.
         listings_checked: whether listing files were compared with their folders (local only).
-        unreferenced_objects / staging_entries: what ``gc_catalog`` could remove (local only).
+        unreferenced_objects / staging_entries: what ``gc_catalog`` could remove (0 for a
+            catalog this process cannot write).
     """
 
     url: str
@@ -91,32 +91,20 @@ def check_catalog(url: str | os.PathLike[str] | Catalog) -> CheckReport:
         checked += 1
     store = catalog.store
     local = isinstance(store, LocalStore)
-    unreferenced = staging = 0
     if local:
         assert isinstance(store, LocalStore)
         for key, message in LocalListings(store.root).stale():
             problems.append(Problem(where=f"{catalog.url}/{key}", message=message))
-        unreferenced = sum(1 for digest in stored_objects(store.root)
-                           if digest not in refs.objects)
-        staging_dir = store.root / STAGING_DIR
-        staging = len(os.listdir(staging_dir)) if staging_dir.is_dir() else 0
+    unreferenced = staging = 0
+    if not store.read_only and not _offline(store):
+        unreferenced = sum(1 for stored in store.stored_objects()
+                           if stored.digest not in refs.objects)
+        staging = store.sweep_leftovers(grace_s=0.0, dry_run=True)
     return CheckReport(url=catalog.url, problems=tuple(problems),
                        metadata_files=refs.metadata_files, objects_checked=checked,
                        listings_checked=local, unreferenced_objects=unreferenced,
                        staging_entries=staging)
 
 
-def stored_objects(root: Path) -> list[str]:
-    """The digests of the objects stored in a local catalog (names that are not digests are
-    skipped: they are no object of rayform's)."""
-    out: list[str] = []
-    base = root / OBJECTS_PREFIX
-    if not base.is_dir():
-        return out
-    for prefix in sorted(os.listdir(base)):
-        folder = base / prefix
-        if not folder.is_dir():
-            continue
-        out.extend(name for name in sorted(os.listdir(folder))
-                   if is_digest(name) and name[:2] == prefix)
-    return out
+def _offline(store: Store) -> bool:
+    return isinstance(store, RemoteStore) and store.is_offline()

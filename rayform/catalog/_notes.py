@@ -116,7 +116,7 @@ def _read(catalog: CatalogHandle, digest: str) -> pa.Table:
         try:
             with pa.memory_map(str(path), "r") as mm:
                 table = pa.ipc.open_file(mm).read_all()
-        except (pa.ArrowInvalid, OSError) as err:
+        except (pa.ArrowException, OSError) as err:
             raise CorruptMetadataError(f"{source}: not a readable Arrow IPC file ({err})") from err
         if not table.schema.remove_metadata().equals(NOTES_SCHEMA):
             raise CorruptMetadataError(

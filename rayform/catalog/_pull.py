@@ -5,8 +5,10 @@ Pulling reads the slice's metadata the way training will (so it is cached for
 it before holds it in memory only) and downloads the data objects in parallel with a progress
 bar in bytes. Objects already cached (and intact) are not downloaded again. It ends with an
 offline dry run: the slice is opened again as a fresh offline process would open it, so a
-``pull`` that returns guarantees an offline read. On a local catalog there is nothing to fetch;
-the objects are only checked to be present.
+``pull`` that returns guarantees an offline read. A cache cleaned under the pull (files deleted
+between its steps, or while it runs) is noticed by that dry run: the pull runs once more, online,
+and a second miss is an :class:`~rayform.errors.OfflineError` naming the cache. On a local
+catalog there is nothing to fetch; the objects are only checked to be present.
 """
 
 from __future__ import annotations
@@ -71,27 +73,66 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
         EntryNotFoundError: no such slice.
         RemoteError: a download failed after retries.
         OfflineError: ``RAYFORM_OFFLINE=1`` and something is not cached yet, or the closing
-            offline dry run found something an offline read would still miss.
+            offline dry run found something an offline read would miss, twice (the pull ran
+            once more in between: something deletes the cache, or it cannot hold the files).
     """
-    from tqdm import tqdm
-
     catalog: Catalog = getattr(target, "catalog", target)
     started = time.perf_counter()
     slice_ = slice_id if isinstance(slice_id, Slice) else load_slice(catalog, slice_id)
-    view = slice_.view(catalog)  # caches entry, listing and snapshot metadata for offline use
+    store = catalog.store
+    if not isinstance(store, RemoteStore):
+        sizes = _object_sizes(slice_, catalog)
+        for digest in sizes:
+            store.object_path(digest)  # raises when an object is missing
+        return PullResult(slice_id=slice_.id, num_objects=len(sizes),
+                          num_bytes=sum(sizes.values()), fetched_objects=0, fetched_bytes=0,
+                          seconds=time.perf_counter() - started, cache_dir=None)
+    fetched: dict[str, int] = {}
+    for attempt in range(2):
+        # Every round opens the catalog afresh, online: what this process read before (its
+        # catalog.json, snapshots, segment index) may have been deleted from the cache since.
+        sizes, missing = _fetch(store, slice_, saved=isinstance(slice_id, str),
+                                progress=progress, max_workers=max_workers)
+        fetched.update(missing)
+        try:
+            offline_dry_run(store, slice_)
+            break
+        except OfflineError as err:
+            if attempt:
+                raise OfflineError(
+                    f"{err} (twice: everything was fetched again in between; if something is "
+                    f"deleting the cache {store.cache.root}, stop it and pull again)"
+                ) from err
+    return PullResult(slice_id=slice_.id, num_objects=len(sizes), num_bytes=sum(sizes.values()),
+                      fetched_objects=len(fetched), fetched_bytes=sum(fetched.values()),
+                      seconds=time.perf_counter() - started, cache_dir=str(store.cache.root))
+
+
+def _object_sizes(slice_: Slice, catalog: Catalog) -> dict[str, int]:
+    """Every object the slice's segments read (recordings and assets), with its size; reading
+    the slice's metadata through ``catalog`` caches it for offline use."""
+    view = slice_.view(catalog)
     view.schema()
     sizes: dict[str, int] = {}
     for record in view.segment_records():
         for layer in record.layers.values():
             sizes[layer.object] = layer.size_bytes
             sizes.update(layer.assets)
-    store = catalog.store
-    if not isinstance(store, RemoteStore):
-        for digest in sizes:
-            store.object_path(digest)  # raises when an object is missing
-        return PullResult(slice_id=slice_.id, num_objects=len(sizes),
-                          num_bytes=sum(sizes.values()), fetched_objects=0, fetched_bytes=0,
-                          seconds=time.perf_counter() - started, cache_dir=None)
+    return sizes
+
+
+def _fetch(store: RemoteStore, slice_: Slice, *, saved: bool, progress: bool,
+           max_workers: int) -> tuple[dict[str, int], dict[str, int]]:
+    """One online round: the slice's metadata (its own file too when it was named by id, so
+    ``saved``), its segment index and every object not cached; returns the sizes of all objects
+    and of those downloaded."""
+    from tqdm import tqdm
+
+    clear_cache()  # the segment index from disk (or the server), not from this process's memory
+    catalog = Catalog(store)  # reads catalog.json online: on disk again for offline use
+    if saved:
+        load_slice(catalog, slice_.id)  # its file too (from the server if it vanished)
+    sizes = _object_sizes(slice_, catalog)
     header = load_version(store, slice_.dataset, slice_.dataset_version, DatasetVersion)
     store.object_path(header.segment_index)  # on disk, not only in this process's memory
     missing = {d: n for d, n in sizes.items() if not store.is_cached(d)}
@@ -106,10 +147,7 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
             for _ in pool.map(fetch, sorted(missing, key=missing.__getitem__, reverse=True)):
                 pass
-    offline_dry_run(store, slice_)
-    return PullResult(slice_id=slice_.id, num_objects=len(sizes), num_bytes=sum(sizes.values()),
-                      fetched_objects=len(missing), fetched_bytes=sum(missing.values()),
-                      seconds=time.perf_counter() - started, cache_dir=str(store.cache.root))
+    return sizes, missing
 
 
 def offline_dry_run(store: RemoteStore, slice_: Slice) -> None:

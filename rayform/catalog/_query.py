@@ -39,6 +39,7 @@ from rayform.catalog._query_limits import (
     deadline,
     new_session_context,
 )
+from rayform.catalog._query_values import check_built_values
 from rayform.catalog._statistics_sql import register_statistics_functions
 from rayform.catalog._tables import entity_table
 from rayform.errors import QueryError
@@ -164,6 +165,7 @@ class QueryPlane:
         """
         what = f"SQL query {query!r}"
         check_query_size(query, what=what)
+        check_built_values(query, param_values, what=what)
         check_timeout(timeout_s)
         ctx = self.sync()
         options = None if allow_statements else read_only_options()

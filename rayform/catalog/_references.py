@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from rayform.catalog._catalog import Catalog
+from rayform.catalog._digest_fields import named_digests
 from rayform.catalog._lifecycle import rename_landed
 from rayform.catalog._metadata import DatasetVersion, TableVersion
 from rayform.catalog._notes import NotesVersion, notes_entry
@@ -163,7 +164,7 @@ def _index_references(catalog: Catalog, dataset: str, header: DatasetVersion, so
     named_by = f"{catalog.url}/{object_key(header.segment_index)} (segment index of {source})"
     for record in index.records(index.segment_ids()):
         for layer_name, layer in record.layers.items():
-            for digest in (layer.object, *layer.assets):
+            for digest in named_digests(layer):
                 refs.add(digest, named_by)
                 refs.add_holder(digest, dataset=dataset, segment_id=record.segment_id,
                                 layer=layer_name)

@@ -31,6 +31,7 @@ from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentReco
 from rayform.catalog._query import read_only_options
 from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._query_limits import check_query_size, new_session_context
+from rayform.catalog._query_values import check_built_values
 from rayform.catalog._segment_data import time_value_ns
 from rayform.catalog._tables import entity_ranges
 from rayform.catalog._versions import entry_key, version_key
@@ -508,6 +509,7 @@ def _where_segment_ids(view: DatasetView, where: str, params: Mapping[str, Any] 
     """Segment ids whose segment-table row satisfies ``where`` (DataFusion, parameterised)."""
     what = f"slices.create where={where!r}"
     check_query_size(where, what=what)
+    check_built_values(where, what=what)
     table = view.segment_table_arrow()
     ctx = new_session_context()
     options = read_only_options()

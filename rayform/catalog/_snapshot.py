@@ -11,7 +11,6 @@ instead of validating 10,000 nested records, and a commit carries unchanged segm
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
@@ -28,6 +27,7 @@ from rayform.catalog._metadata import DatasetVersion, SegmentRecord
 from rayform.errors import CorruptMetadataError, InvalidNameError, ObjectMissingError
 from rayform.recording._columns import TimelineKind
 from rayform.recording._names import validate_layer_name, validate_segment_id
+from rayform.storage._staged import store_staged
 from rayform.storage._store import Store, object_key
 
 INDEX_FORMAT: Final = b"rayform-segment-index"
@@ -162,7 +162,7 @@ class SegmentIndex:
                                         memory_map=True).column(RECORD)
         except FileNotFoundError:
             raise  # gone, not damaged: fetched again by _read_records
-        except (pa.ArrowInvalid, OSError) as err:
+        except (pa.ArrowException, OSError) as err:
             raise CorruptMetadataError(
                 f"{self.source}: the segment records are not readable (damaged or truncated): "
                 f"{err}"
@@ -195,7 +195,7 @@ class SegmentIndex:
                 table = feather.read_table(str(path), columns=columns, memory_map=True)
         except FileNotFoundError:
             raise  # gone, not damaged: the caller may fetch it again
-        except (pa.ArrowInvalid, OSError) as err:
+        except (pa.ArrowException, OSError) as err:
             raise CorruptMetadataError(
                 f"{source}: segment index is not a readable Arrow IPC file (damaged or "
                 f"truncated): {err}"
@@ -399,13 +399,8 @@ def snapshot_of(store: Store, header: DatasetVersion, *, source: str) -> Dataset
 
 def store_index(store: Store, index: SegmentIndex) -> str:
     """Write ``index`` as a content-addressed object; returns its digest."""
-    staging = store.staging_dir()
-    try:
-        path = staging / "segment-index.arrow"
-        index.write(path)
-        digest, _ = store.put_object(path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    digest = store_staged(store, "segment-index.arrow", index.write,
+                          what=f"writing a segment index for catalog {store.url}")
     index.source = f"segment index {store.url}/{object_key(digest)}"
     _remember(store, digest, index)
     return digest

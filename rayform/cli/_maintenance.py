@@ -38,8 +38,8 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
                     example="rayform gc --catalog my-catalog --dry-run",
                     details="Only what no snapshot (of any version) and no slice names, and only "
                             "when older than the grace period, which must exceed the longest "
-                            "registration that may be running. Local catalogs only; nothing is "
-                            "removed while any metadata file cannot be read.")
+                            "registration that may be running. Local and s3:// catalogs; "
+                            "nothing is removed while any metadata file cannot be read.")
     p.add_argument("--grace-hours", type=float, default=24.0, metavar="H",
                    help="keep anything younger than H hours (default: 24)")
     p.add_argument("--dry-run", action="store_true", help="only report what would be removed")

@@ -16,9 +16,11 @@ timelines (all stored in nanoseconds). Components are stored as Arrow ``List`` c
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
+import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -480,11 +482,23 @@ def _file_digest(src: Path) -> str:
 
 
 def _link_or_copy(src: Path, dest: Path) -> None:
-    """Hard-link an asset next to its recording (no copy of a large video); copy across devices."""
+    """Hard-link an asset next to its recording (no copy of a large video); copy across devices.
+
+    ``dest`` may be there already: a recording written again at the same path with the same
+    asset (it is then ``src`` itself, nothing to do), or a leftover; it is replaced atomically.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.samefile(src, dest):
+            return
+    tmp = dest.with_name(f"{dest.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
-        os.link(src, dest)
-    except OSError:
-        shutil.copyfile(src, dest)
+        try:
+            os.link(src, tmp)
+        except OSError:
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dest)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def asset_dir_for(recording_path: Path) -> Path:

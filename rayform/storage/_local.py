@@ -9,17 +9,21 @@ power loss together with everything it names.
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
 from rayform._atomic import fsync_dir, fsync_file, make_dirs_durable
+from rayform._digest import is_digest
 from rayform._local_writes import naming_full_disk
 from rayform._paths import path_under
 from rayform.errors import ObjectMissingError
 from rayform.storage._hashcopy import copy_hashed
+from rayform.storage._inventory import StoredObject
 from rayform.storage._listing import LocalListings
-from rayform.storage._store import STAGING_DIR, Store, object_key
+from rayform.storage._store import OBJECTS_PREFIX, STAGING_DIR, Store, object_key
 
 
 class LocalStore(Store):
@@ -121,6 +125,58 @@ class LocalStore(Store):
                 "damaged: restore the object from a copy, or unregister the segments naming it"
             )
         return path
+
+    def stored_objects(self) -> list[StoredObject]:
+        out: list[StoredObject] = []
+        base = self.root / OBJECTS_PREFIX
+        if not base.is_dir():
+            return out
+        now = time.time()
+        for prefix in sorted(os.listdir(base)):
+            folder = base / prefix
+            if not folder.is_dir():
+                continue
+            for name in sorted(os.listdir(folder)):
+                if not is_digest(name) or name[:2] != prefix:
+                    continue  # no object of rayform's
+                found = self._stat_object(name, now)
+                if found is not None:
+                    out.append(found)
+        return out
+
+    def stored_object(self, digest: str) -> StoredObject | None:
+        return self._stat_object(digest, time.time())
+
+    def _stat_object(self, digest: str, now: float) -> StoredObject | None:
+        try:
+            st = self._path(object_key(digest)).stat()
+        except FileNotFoundError:
+            return None
+        return StoredObject(digest=digest, size_bytes=st.st_size,
+                            age_s=max(0.0, now - st.st_mtime), stamp=str(st.st_mtime_ns))
+
+    def delete_object(self, digest: str) -> None:
+        self._path(object_key(digest)).unlink(missing_ok=True)
+
+    def sweep_leftovers(self, *, grace_s: float, dry_run: bool) -> int:
+        staging_dir = self.root / STAGING_DIR
+        if not staging_dir.is_dir():
+            return 0
+        cutoff = time.time() - grace_s
+        swept = 0
+        for entry in os.scandir(staging_dir):
+            try:
+                if entry.stat(follow_symlinks=False).st_mtime > cutoff:
+                    continue
+                if not dry_run:
+                    if entry.is_dir(follow_symlinks=False):
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
+            except FileNotFoundError:  # removed meanwhile (its writer finished)
+                continue
+            swept += 1
+        return swept
 
     def staging_dir(self) -> Path:
         base = self.root / STAGING_DIR

@@ -21,12 +21,15 @@ from rayform._paths import component_problem
 from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._early import EarlyReads
+from rayform.storage._inventory import ListedKey, StoredObject
 from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
-from rayform.storage._store import Store, object_key, sha256_file
+from rayform.storage._store import OBJECTS_PREFIX, Store, digest_of_key, object_key, sha256_file
 
 CATALOG_FILE = "catalog.json"
+PROBE_PREFIX = ".rayform-probe-"  # hidden keys a writer probes the server with, then deletes
+RENEW_AFTER_S = 3600.0  # a writer reusing an object older than this stores it again (for gc)
 _IMMUTABLE_KEYS = (
     re.compile(r"^entries/[^/]+/versions/\d+\.json$"),
     re.compile(r"^slices/slc_[0-9a-f]+\.json$"),
@@ -75,6 +78,21 @@ class Transport(ABC):
 
     def upload(self, key: str, src: Path) -> None:
         """Store the local file ``src`` under ``key`` (overwriting is harmless: same content)."""
+        raise ReadOnlyCatalogError(f"{self.url} is read-only")
+
+    def stat(self, key: str) -> ListedKey | None:
+        """``key`` as stored now (None when absent). A transport that cannot tell a key's age
+        reports 0 s (it is never garbage-collected: such stores are read-only)."""
+        if not self.exists(key):
+            return None
+        return ListedKey(key=key, size_bytes=-1, age_s=0.0, stamp="")
+
+    def list_keys(self, prefix: str) -> list[ListedKey]:
+        """Every key starting with ``prefix`` (at any depth), with its size and age."""
+        raise ReadOnlyCatalogError(f"{self.url} cannot be listed with ages (read-only)")
+
+    def delete(self, key: str) -> None:
+        """Remove ``key`` (absent: nothing to do)."""
         raise ReadOnlyCatalogError(f"{self.url} is read-only")
 
 
@@ -226,10 +244,52 @@ class RemoteStore(Store):
         digest = sha256_file(src)
         size = src.stat().st_size
         key = object_key(digest)
-        if not self.retry.run(lambda: self.transport.exists(key), what=f"HEAD {self.url}/{key}"):
+        if not self.keep_object(digest):  # absent, or old enough to be renewed by a new PUT
             self.retry.run(lambda: self.transport.upload(key, src), what=f"PUT {self.url}/{key}")
         self.cache.add_file(src, digest)  # reading it back later needs no download
         return digest, size
+
+    def keep_object(self, digest: str) -> bool:
+        """True when the object is stored and was written less than :data:`RENEW_AFTER_S` ago.
+        An older one is reported absent, so that the writer stores it again: the new ``PUT``
+        (same bytes) renews its time on the server, and a concurrent ``gc`` keeps it."""
+        key = object_key(digest)
+        found = self.retry.run(lambda: self.transport.stat(key), what=f"HEAD {self.url}/{key}")
+        return found is not None and found.age_s < RENEW_AFTER_S
+
+    # ------------------------------------------------------------------------------ gc
+    def stored_objects(self) -> list[StoredObject]:
+        self._require_writable("garbage collection")
+        listed = self.retry.run(lambda: self.transport.list_keys(f"{OBJECTS_PREFIX}/"),
+                                what=f"list {self.url}/{OBJECTS_PREFIX}/")
+        out = [_stored(digest, item) for item in listed
+               if (digest := digest_of_key(item.key)) is not None]
+        return sorted(out, key=lambda o: o.digest)
+
+    def stored_object(self, digest: str) -> StoredObject | None:
+        key = object_key(digest)
+        found = self.retry.run(lambda: self.transport.stat(key), what=f"HEAD {self.url}/{key}")
+        return None if found is None else _stored(digest, found)
+
+    def delete_object(self, digest: str) -> None:
+        self._require_writable(f"deleting object {digest}")
+        self._delete(object_key(digest))
+
+    def _delete(self, key: str) -> None:
+        self.retry.run(lambda: self.transport.delete(key), what=f"DELETE {self.url}/{key}")
+
+    def sweep_leftovers(self, *, grace_s: float, dry_run: bool) -> int:
+        self._require_writable("garbage collection")
+        listed = self.retry.run(lambda: self.transport.list_keys(PROBE_PREFIX),
+                                what=f"list {self.url}/{PROBE_PREFIX}*")
+        swept = 0
+        for item in listed:
+            if "/" in item.key or item.age_s < grace_s:
+                continue
+            if not dry_run:
+                self._delete(item.key)
+            swept += 1
+        return swept
 
     # ----------------------------------------------------------------------------- data
     def object_path(self, digest: str) -> Path:
@@ -274,3 +334,8 @@ class RemoteStore(Store):
 
     def staging_dir(self) -> Path:
         return self.cache.staging_dir()
+
+
+def _stored(digest: str, item: ListedKey) -> StoredObject:
+    return StoredObject(digest=digest, size_bytes=item.size_bytes, age_s=item.age_s,
+                        stamp=item.stamp)

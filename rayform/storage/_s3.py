@@ -22,13 +22,16 @@ import os
 import threading
 import uuid
 from collections.abc import Iterator
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
 from rayform.errors import CatalogNotFoundError, RemoteError, UnsafeStoreError
 from rayform.storage._cache import Sink
+from rayform.storage._inventory import ListedKey
 from rayform.storage._parts import RangeReply, parse_content_range
-from rayform.storage._remote import Transport
+from rayform.storage._remote import PROBE_PREFIX, Transport
 from rayform.storage._retry import RetryPolicy, TransientError
 
 CHUNK_BYTES = 1 << 20
@@ -243,6 +246,39 @@ class S3Transport(Transport):
         keys.discard("")
         return sorted(keys)
 
+    def stat(self, key: str) -> ListedKey | None:
+        try:
+            resp = self._call(f"HEAD {self.url}/{key}", self._client().head_object,
+                              Bucket=self.bucket, Key=self._key(key))
+        except FileNotFoundError:
+            return None
+        now = _server_now(resp)
+        modified = resp.get("LastModified") or now  # a server that omits it: taken as new
+        return ListedKey(key=key, size_bytes=int(resp.get("ContentLength", -1)),
+                         age_s=_age_s(modified, now),
+                         stamp=f"{resp.get('ETag', '')}@{modified.isoformat()}")
+
+    def list_keys(self, prefix: str) -> list[ListedKey]:
+        base = f"{self.prefix}/" if self.prefix else ""
+        paginator = self._client().get_paginator("list_objects_v2")
+
+        def pages() -> list[Any]:
+            return list(paginator.paginate(Bucket=self.bucket, Prefix=base + prefix))
+
+        out: list[ListedKey] = []
+        for page in self._call(f"list {self.url}/{prefix}*", pages):
+            now = _server_now(page)
+            for item in page.get("Contents", []):
+                modified = item["LastModified"]
+                out.append(ListedKey(key=item["Key"][len(base):], size_bytes=int(item["Size"]),
+                                     age_s=_age_s(modified, now),
+                                     stamp=f"{item.get('ETag', '')}@{modified.isoformat()}"))
+        return sorted(out, key=lambda k: k.key)
+
+    def delete(self, key: str) -> None:
+        self._call(f"DELETE {self.url}/{key}", self._client().delete_object,
+                   Bucket=self.bucket, Key=self._key(key))
+
     # ---------------------------------------------------------------------------- writes
     def put_exclusive(self, key: str, data: bytes) -> bool:
         """Create ``key`` unless it exists (see the module docstring for unsafe servers).
@@ -299,7 +335,7 @@ class S3Transport(Transport):
         known = _CONDITIONAL.get(cache_key)
         if known is not None:
             return known
-        probe = self._key(f".rayform-probe-{uuid.uuid4().hex}")
+        probe = self._key(f"{PROBE_PREFIX}{uuid.uuid4().hex}")
         what = f"probing {self.url} for conditional writes"
         client = self._client()
         try:
@@ -325,3 +361,21 @@ class S3Transport(Transport):
         with src.open("rb") as fh:
             self._call(f"PUT {self.url}/{key}", self._client().put_object, Bucket=self.bucket,
                        Key=self._key(key), Body=fh)
+
+
+def _server_now(resp: Any) -> datetime:
+    """The server's clock from a response's ``Date`` header (ages are then immune to a skewed
+    local clock); the local clock when it has none."""
+    header = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if header:
+        try:
+            return parsedate_to_datetime(header)
+        except (TypeError, ValueError):
+            pass
+    return datetime.now(timezone.utc)
+
+
+def _age_s(modified: datetime, now: datetime) -> float:
+    if modified.tzinfo is None:
+        modified = modified.replace(tzinfo=timezone.utc)
+    return max(0.0, (now - modified).total_seconds())

@@ -11,10 +11,13 @@ import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
-from rayform._digest import require_digest
-from rayform.errors import ObjectMissingError
+from rayform._digest import is_digest, require_digest
+from rayform.errors import ObjectMissingError, ReadOnlyCatalogError
+
+if TYPE_CHECKING:
+    from rayform.storage._inventory import StoredObject
 
 _T = TypeVar("_T")
 
@@ -30,6 +33,18 @@ def object_key(digest: str) -> str:
     """
     require_digest(digest, what="object key")
     return f"{OBJECTS_PREFIX}/{digest[:2]}/{digest}"
+
+
+def digest_of_key(key: str) -> str | None:
+    """The digest of an object key ``objects/ab/<digest>`` (the inverse of :func:`object_key`);
+    None for any other key."""
+    parts = key.split("/")
+    if len(parts) != 3 or parts[0] != OBJECTS_PREFIX:
+        return None
+    prefix, name = parts[1], parts[2]
+    if not is_digest(name) or name[:2] != prefix:
+        return None
+    return name
 
 
 def sha256_file(path: Path) -> str:
@@ -108,6 +123,30 @@ class Store(ABC):
                 f"fetched again in between): {err}; something is deleting the cache or the "
                 "catalog's objects — stop it and retry"
             ) from err
+
+    def stored_objects(self) -> list[StoredObject]:
+        """Every object the store holds (an inventory for ``gc``: keys of any other shape below
+        ``objects/`` are skipped), sorted by digest.
+
+        Raises:
+            ReadOnlyCatalogError: a store that cannot be listed and written (HTTPS).
+        """
+        raise ReadOnlyCatalogError(f"catalog {self.url} cannot be garbage-collected: it is "
+                                   "read-only here; run gc where it can be written")
+
+    def stored_object(self, digest: str) -> StoredObject | None:
+        """The object ``digest`` as stored now (None when absent): checked just before a delete."""
+        raise ReadOnlyCatalogError(f"catalog {self.url} is read-only")
+
+    def delete_object(self, digest: str) -> None:
+        """Remove the object ``digest`` (absent: nothing to do); for ``gc`` only."""
+        raise ReadOnlyCatalogError(f"catalog {self.url} is read-only")
+
+    def sweep_leftovers(self, *, grace_s: float, dry_run: bool) -> int:
+        """Remove what killed writers left outside ``objects/`` (a local catalog's ``.staging``
+        entries, an S3 catalog's conditional-write probe keys) once older than ``grace_s``;
+        returns how many (would have been, with ``dry_run``) removed."""
+        raise ReadOnlyCatalogError(f"catalog {self.url} is read-only")
 
     @abstractmethod
     def staging_dir(self) -> Path:

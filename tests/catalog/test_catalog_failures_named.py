@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import re
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -15,7 +16,7 @@ from recording_factories import RecordingFactory
 
 import rayform
 import rayform.storage._local as local_store
-from rayform.catalog import Catalog, DatasetEntry
+from rayform.catalog import Catalog, DatasetEntry, check_catalog
 from rayform.errors import DiskFullError, LocalStorageError, ObjectMissingError, RayformError
 from rayform.storage import object_key
 
@@ -72,3 +73,43 @@ def test_missing_object_is_object_missing_error(robots: DatasetEntry, root: Path
                        ) as info:
         view.open_segment("ep1").column("/joints/position:Scalars:scalars", "frame_index")
     assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, RayformError)
+
+
+def _full_for(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """pyarrow's writes of files called ``name`` go to /dev/full (real ENOSPC from pyarrow)."""
+    real_file = pa.OSFile
+
+    def os_file(path: str, mode: str = "r") -> pa.NativeFile:
+        return real_file(str(FULL) if Path(path).name == name and "w" in mode else path, mode)
+
+    monkeypatch.setattr(pa, "OSFile", os_file)
+
+
+def test_full_disk_while_writing_the_segment_index_names_the_staging_folder(
+        robots: DatasetEntry, root: Path, disk_unchanged: Guard,
+        recording_factory: RecordingFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    recording = recording_factory("new", seed=7)
+    _full_for(monkeypatch, "segment-index.arrow")
+    # The recording is stored by then: an unreferenced object, as a killed writer leaves one.
+    with disk_unchanged(root / "entries"), pytest.raises(DiskFullError) as info:
+        robots.register(recording)
+    assert info.value.errno == errno.ENOSPC
+    assert re.search(rf"writing a segment index for catalog {re.escape(str(root))}: no space is "
+                     rf"left on the filesystem of {re.escape(str(root))}/\.staging/", str(info.value))
+    assert robots.refresh().segment_ids() == ["ep0", "ep1", "ep2"]
+    assert not (root / ".staging").exists() or not any((root / ".staging").iterdir())
+    report = check_catalog(root)
+    assert report.ok and report.unreferenced_objects == 1
+
+
+def test_full_disk_while_writing_table_rows_names_the_staging_folder(
+        robots: DatasetEntry, root: Path, disk_unchanged: Guard,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    catalog = robots.catalog
+    table = catalog.create_table("notes", pa.schema([("x", pa.int64())]))
+    _full_for(monkeypatch, "table.arrow")
+    with disk_unchanged(root), pytest.raises(DiskFullError, match=r"writing table rows for "
+                                                                  r"catalog .*: no space is left "
+                                                                  r"on the filesystem of .*staging"):
+        table.append(pa.table({"x": [1, 2, 3]}))
+    assert catalog.get_table("notes").to_arrow().num_rows == 0

@@ -26,6 +26,7 @@ import rayform
 from rayform.catalog import Catalog
 from rayform.errors import ConfigError, InvalidNameError, SchemaConflictError
 from rayform.recording._file import open_recording
+from rayform.recording._writer import asset_dir_for
 
 EXPECTED_TYPES = {
     "frame_index": pa.int64(),
@@ -226,3 +227,27 @@ def test_list_properties_keep_their_type_in_the_segment_table(tmp_path: Path) ->
     assert table.schema.field("property:trials").type == pa.int64()
     assert table.select(["property:gains", "property:joints", "property:trials"]).to_pylist() == \
         [{"property:gains": [0.5, 1.5], "property:joints": ["a", "b"], "property:trials": 3}]
+
+
+def test_a_recording_written_again_with_the_same_asset_replaces_it(tmp_path: Path) -> None:
+    """Writing a recording again at the same path, with the same asset file, used to fail with
+    shutil.SameFileError (the asset folder already held a hard link of that file); a stale
+    file under the asset's name is replaced."""
+    video = tmp_path / "v.mp4"
+    video.write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)))
+    out = tmp_path / "ep.rfr"
+    digests = []
+    for values in (np.arange(3.0), np.arange(3.0) + 1):
+        with rayform.RecordingWriter(out, recording_id="ep") as rec:
+            digests.append(rec.add_asset(video, media_type="video/mp4"))
+            rec.log_scalars("/x", timelines={"frame_index": np.arange(3)}, values=values)
+    assets = sorted(asset_dir_for(out).iterdir())
+    assert [p.name for p in assets] == [digests[0]] == [digests[1]]
+    assert assets[0].read_bytes() == video.read_bytes()
+    assets[0].unlink()
+    assets[0].write_bytes(b"stale")  # a leftover under the asset's name
+    with rayform.RecordingWriter(out, recording_id="ep") as rec:
+        rec.add_asset(video, media_type="video/mp4")
+        rec.log_scalars("/x", timelines={"frame_index": np.arange(3)}, values=np.arange(3.0))
+    assert assets[0].read_bytes() == video.read_bytes()
+    assert sorted(p.name for p in asset_dir_for(out).iterdir()) == [digests[0]]

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from moto_process import CREDENTIALS, create_bucket, moto_server_process
 from surface_data import build_catalog
 from surface_servers import Https, S3Server, rclone_binary, rclone_s3_server, static_server
 
@@ -70,4 +71,24 @@ def s3_url(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("RAYFORM_S3_SINGLE_WRITER", "1")
     bucket = f"bucket{next(_buckets)}"
     s3_server.create_bucket(bucket)
+    return f"s3://{bucket}/team/catalog"
+
+
+@pytest.fixture(scope="session")
+def moto_process() -> Iterator[str]:
+    """moto's S3 server in a process of its own; its endpoint."""
+    pytest.importorskip("moto.server", reason="pip install 'moto[server]' (rayform[dev])")
+    with moto_server_process() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture
+def moto_process_url(moto_process: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh ``s3://bucket/team/catalog`` on :func:`moto_process` (honours If-None-Match;
+    credentials and endpoint in the environment)."""
+    for name, value in {"AWS_ENDPOINT_URL": moto_process, **CREDENTIALS}.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("RAYFORM_S3_SINGLE_WRITER", raising=False)
+    bucket = f"proc-{next(_buckets)}"
+    create_bucket(moto_process, bucket)
     return f"s3://{bucket}/team/catalog"

@@ -164,8 +164,16 @@ def _log_feature(rec: RecordingWriter, spec: FeatureSpec, column: pa.Array,
             ENCODED_IMAGE_BLOB: pa.array(blobs, type=pa.binary()),
             ENCODED_IMAGE_MEDIA_TYPE: pa.array(media, type=pa.string())})
         return
-    if spec.dtype == "string" or pa.types.is_string(column.type) \
-            or pa.types.is_large_string(column.type):
+    t = column.type
+    is_text = pa.types.is_string(t) or pa.types.is_large_string(t) or (
+        pa.types.is_dictionary(t) and (pa.types.is_string(t.value_type)
+                                       or pa.types.is_large_string(t.value_type)))
+    if spec.dtype == "string" and not is_text:
+        raise FormatError(
+            f"{root / 'meta' / 'info.json'}: feature {spec.key!r} is declared with dtype "
+            f"'string', but its Parquet column holds {column.type}; fix the feature's dtype"
+        )
+    if is_text:
         rec.log_columns(entity, timelines=timelines,
                         components={TEXT_DOCUMENT: column.cast(pa.string())})
         return

@@ -113,7 +113,7 @@ def read_parquet(path: Path) -> pa.Table:
     """Read a Parquet file, turning a damaged file into a :class:`CorruptRecordingError`."""
     try:
         return pq.read_table(path)
-    except (pa.ArrowInvalid, OSError) as err:
+    except (pa.ArrowException, OSError) as err:  # ArrowNotImplementedError too
         raise CorruptRecordingError(f"{path}: not a readable Parquet file (truncated or damaged): "
                                     f"{err}") from err
 

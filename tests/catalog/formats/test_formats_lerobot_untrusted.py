@@ -109,3 +109,52 @@ def test_a_declared_shape_the_rows_do_not_have_warns(tmp_path: Path, catalog: Ca
                                                r"\[99\] \(99 values\) but its rows hold"):
         ds.register(tmp_path / "ds")
     assert ds.segment_ids() == ["episode_000000"]
+
+
+def test_a_numeric_feature_declared_as_string_is_refused_naming_it(tmp_path: Path,
+                                                                   catalog: Catalog) -> None:
+    """Was pyarrow's ArrowNotImplementedError (no cast from a list of floats to utf8)."""
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    info_path = tmp_path / "ds" / "meta" / "info.json"
+    info = json.loads(info_path.read_text())
+    info["features"]["observation.state"]["dtype"] = "string"
+    info_path.write_text(json.dumps(info))
+    _register_fails(catalog, tmp_path / "ds", r"meta/info\.json: feature 'observation\.state' is "
+                                              r"declared with dtype 'string', but its Parquet "
+                                              r"column holds .*list.*; fix the feature's dtype")
+
+
+def test_a_parquet_file_pyarrow_cannot_read_is_damaged_naming_it(tmp_path: Path,
+                                                                 catalog: Catalog) -> None:
+    """A bit flip in a Parquet footer that pyarrow answers with ArrowNotImplementedError
+    ("Integers with more than 64 bits not implemented") is a damaged file, named."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rayform.errors import CorruptRecordingError
+
+    write_lerobot_v21(tmp_path / "ds", lengths={0: 5})
+    path = next((tmp_path / "ds" / "data").rglob("episode_000000.parquet"))
+    data = path.read_bytes()
+    flipped = None
+    for at in range(len(data) - 9, max(0, len(data) - 4000), -1):  # footer first
+        for bit in range(8):
+            candidate = bytearray(data)
+            candidate[at] ^= 1 << bit
+            try:
+                pq.read_table(io.BytesIO(bytes(candidate)))
+            except pa.ArrowNotImplementedError:
+                flipped = bytes(candidate)
+                break
+            except Exception:  # other damage: not the case under test
+                continue
+        if flipped is not None:
+            break
+    if flipped is None:
+        pytest.skip("no single bit flip of this footer gives ArrowNotImplementedError")
+    path.write_bytes(flipped)
+    with pytest.raises(CorruptRecordingError, match=r"episode_000000\.parquet: not a readable "
+                                                    r"Parquet file"):
+        catalog.create_dataset("x").register(tmp_path / "ds")
