@@ -38,12 +38,14 @@ from rayform.decoders._video_output import (
 )
 from rayform.decoders._video_plan import (
     FrameKey,
+    PacketRun,
     Run,
     Unresolved,
     plan_asset_runs,
     plan_packet_runs,
     schedule_runs,
 )
+from rayform.decoders._video_processes import ProcessRunDecoder
 from rayform.decoders._video_runs import RunDecoder, RunFailedError
 from rayform.errors import CatalogError, ConfigError, FormatError, LocalStorageError, RemoteError
 from rayform.media._video_asset import AssetPackets
@@ -141,6 +143,7 @@ class VideoFrameDecoder(ColumnDecoder):
         window_storage: WindowStorage = "copy",
         output_format: OutputFormat = "rgb",
         decode_threads: int | None = None,
+        decode_processes: int | None = None,
     ) -> None:
         if not isinstance(codec, str) or not codec.strip():
             raise ConfigError(f"VideoFrameDecoder: codec must be a codec name, got {codec!r}")
@@ -168,6 +171,13 @@ class VideoFrameDecoder(ColumnDecoder):
                 f"VideoFrameDecoder: decode_threads must be an integer >= 1 or None, got "
                 f"{decode_threads!r}"
             )
+        if decode_processes is not None and (isinstance(decode_processes, bool)
+                                             or not isinstance(decode_processes, int)
+                                             or decode_processes < 0):
+            raise ConfigError(
+                f"VideoFrameDecoder: decode_processes must be an integer >= 0 (0 decodes "
+                f"in-process) or None (automatic), got {decode_processes!r}"
+            )
         require_av()
         open_decoder(codec)  # an unknown codec fails here, not at the first decode
         self.codec = codec
@@ -176,6 +186,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self.window_storage: WindowStorage = window_storage
         self.output_format: OutputFormat = output_format
         self.decode_threads = decode_threads
+        self.decode_processes = decode_processes
         self._init_state()
 
     def _init_state(self) -> None:
@@ -189,11 +200,15 @@ class VideoFrameDecoder(ColumnDecoder):
         self._resumed = 0
         self._started = 0
         self._pool = ThreadPool(self.decode_threads, name="rayform-video", helpers=True)
+        self._procs: ProcessRunDecoder | None = None
+        self._procs_lock = threading.Lock()
+        self._frame_sizes: dict[str, tuple[int, int]] = {}  # segment -> (height, width)
 
     # ------------------------------------------------------------------ configuration surface
     def __repr__(self) -> str:
         defaults = {"codec": "h264", "max_decoder_sessions": 8, "thread_count": 1,
-                    "window_storage": "copy", "output_format": "rgb", "decode_threads": None}
+                    "window_storage": "copy", "output_format": "rgb", "decode_threads": None,
+                    "decode_processes": None}
         options = [f"{name}={getattr(self, name)!r}" for name, default in defaults.items()
                    if getattr(self, name) != default]
         return f"VideoFrameDecoder({', '.join(options)})"
@@ -202,7 +217,8 @@ class VideoFrameDecoder(ColumnDecoder):
         # Open codec contexts and memory maps cannot cross processes: ship the options only.
         return {"codec": self.codec, "max_decoder_sessions": self.max_decoder_sessions,
                 "thread_count": self.thread_count, "window_storage": self.window_storage,
-                "output_format": self.output_format, "decode_threads": self.decode_threads}
+                "output_format": self.output_format, "decode_threads": self.decode_threads,
+                "decode_processes": self.decode_processes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -288,9 +304,13 @@ class VideoFrameDecoder(ColumnDecoder):
         if is_packet_column(column.type):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
-            slab = self._slab(keys, batch)
-            self._run_all(schedule_runs(packet_runs, parts=self._jobs(batch)),
-                          partial(self._runs.packet_run, packets=packets, slab=slab), failures)
+            slab = self._decode_in_processes(packet_runs, keys, batch, packets, failures)
+            if slab is None:
+                slab = self._slab(keys, batch)
+                self._run_all(schedule_runs(packet_runs, parts=self._jobs(batch)),
+                              partial(self._runs.packet_run, packets=packets, slab=slab),
+                              failures)
+                self._learn_sizes(packet_runs, slab)
         elif is_timestamp_column(column.type):
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
 
@@ -327,6 +347,67 @@ class VideoFrameDecoder(ColumnDecoder):
                                 strict=True):
                 out[i] = value
         return out
+
+    # ------------------------------------------------------------------- worker processes
+    def _process_count(self) -> int:
+        """Worker processes to decode packet streams in: ``decode_processes``, or (``None``) the
+        process's decode threads when there are at least two; 0 for YUV output (in-process)."""
+        if self.output_format != "rgb" or self.decode_processes == 0:
+            return 0
+        if self.decode_processes is not None:
+            return self.decode_processes
+        threads = self._pool.threads
+        return threads if threads >= 2 else 0
+
+    def process_decoder(self) -> ProcessRunDecoder | None:
+        """This process's worker-process decoder (started on first call, in the background),
+        or ``None`` when packet streams decode in-process (see ``decode_processes``)."""
+        count = self._process_count()
+        if count == 0:
+            return None
+        with self._procs_lock:
+            if self._procs is None:
+                self._procs = ProcessRunDecoder(codec=self.codec, thread_count=self.thread_count,
+                                                max_sessions=self.max_decoder_sessions,
+                                                processes=count)
+        return self._procs
+
+    def _decode_in_processes(self, runs: list[PacketRun], keys: list[list[FrameKey] | Unresolved],
+                             batch: FieldBatch, packets: PacketColumn,
+                             failures: list[tuple[str, str]]) -> FrameSlab | None:
+        """Decode the runs in the worker processes; the slab, or ``None`` to decode in-process
+        (no workers, not started yet, frame size not known, no shared memory left, a worker
+        died or a frame of another size came out)."""
+        procs = self.process_decoder()
+        if procs is None or not runs or not procs.processes.usable:
+            return None
+        sizes = {self._frame_sizes.get(run.segment_id) for run in runs}
+        if len(sizes) != 1 or None in sizes:
+            return None
+        height, width = next(iter(sizes))  # type: ignore[misc]
+        slab = self._slab(keys, batch)
+        if not slab.share(procs.processes.pool, height=height, width=width):
+            return None
+        noted: list[tuple[str, str]] = []
+        parts = JOBS_PER_THREAD * procs.processes.count
+        outcome = procs.decode(schedule_runs(list(runs), parts=parts),  # type: ignore[arg-type]
+                               packets=packets, slab=slab, failures=noted)
+        if outcome is None:
+            for run in runs:
+                self._frame_sizes.pop(run.segment_id, None)
+            return None
+        failures.extend(noted)
+        with self._stats_lock:
+            self._resumed += outcome[0]
+            self._started += outcome[1]
+        return slab
+
+    def _learn_sizes(self, runs: Sequence[Run], slab: FrameSlab) -> None:
+        """Remember the frame size of the segments an in-process call decoded in one size."""
+        size = slab.size
+        if size is not None and slab.slots() is not None and self._process_count():
+            for run in runs:
+                self._frame_sizes[run.segment_id] = size
 
     def _jobs(self, batch: FieldBatch) -> int:
         """Decode jobs per call: a few per thread, taken from one queue (load balancing); one
