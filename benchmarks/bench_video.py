@@ -145,7 +145,8 @@ def plan_jobs(index: Any, blocks: list[npt.NDArray[np.int64]], frame_ns: list[np
 
 # ---------------------------------------------------------------------------------- loaders
 def video_fields() -> dict[str, Field]:
-    return {"video": Field(w.VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT))}
+    dp = os.environ.get("BENCH_PROCESSES")
+    return {"video": Field(w.VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT, decode_processes=None if dp is None else int(dp)))}
 
 
 def full_fields() -> dict[str, Field]:

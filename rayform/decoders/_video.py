@@ -199,6 +199,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self._stats_lock = threading.Lock()
         self._resumed = 0
         self._started = 0
+        self._process_calls = 0
         self._pool = ThreadPool(self.decode_threads, name="rayform-video", helpers=True)
         self._procs: ProcessRunDecoder | None = None
         self._procs_lock = threading.Lock()
@@ -238,6 +239,11 @@ class VideoFrameDecoder(ColumnDecoder):
     def session_misses(self) -> int:
         """Decode passes that started from a keyframe."""
         return self._started
+
+    @property
+    def process_calls(self) -> int:
+        """Calls whose packet runs the worker processes decoded (see ``decode_processes``)."""
+        return self._process_calls
 
     def prior_keyframe_path(self, field_path: str) -> str | None:
         """The sibling ``...:is_keyframe`` column of a video field (``None`` without a ``:``).
@@ -400,6 +406,7 @@ class VideoFrameDecoder(ColumnDecoder):
         with self._stats_lock:
             self._resumed += outcome[0]
             self._started += outcome[1]
+            self._process_calls += 1
         return slab
 
     def _learn_sizes(self, runs: Sequence[Run], slab: FrameSlab) -> None:

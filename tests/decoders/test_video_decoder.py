@@ -90,7 +90,7 @@ def test_one_run_per_gop_within_a_block() -> None:
 
 
 def test_sequential_reads_reuse_one_context_per_gop() -> None:
-    decoder = VideoFrameDecoder(codec="h264")
+    decoder = VideoFrameDecoder(codec="h264", decode_processes=0)
     for target in range(24):
         decode_targets(decoder, "h264", 8, [target])
     assert (decoder.session_hits, decoder.session_misses) == (21, 3)
@@ -98,7 +98,7 @@ def test_sequential_reads_reuse_one_context_per_gop() -> None:
 
 def test_repeated_target_hits_the_session_and_backward_step_restarts() -> None:
     _, _, reference = stream("h264", 30)
-    decoder = VideoFrameDecoder(codec="h264")
+    decoder = VideoFrameDecoder(codec="h264", decode_processes=0)
     for target, hits in [(10, 0), (10, 1), (12, 2), (11, 2)]:
         (tensor,) = decode_targets(decoder, "h264", 30, [target])
         assert tensor is not None
@@ -226,7 +226,7 @@ def test_single_rgb_frames_are_rows_of_one_tensor_in_request_order(
 
 def test_frames_of_a_call_fill_one_pooled_buffer_reused_once_dropped() -> None:
     _, _, reference = stream("h264", 8)
-    decoder = VideoFrameDecoder(decode_threads=2)
+    decoder = VideoFrameDecoder(decode_threads=2, decode_processes=0)
     targets = [3, 17, 9, 40, 41]
     out = decode_targets(decoder, "h264", 8, targets)
     assert all(t is not None for t in out)
