@@ -316,7 +316,6 @@ class VideoFrameDecoder(ColumnDecoder):
                 self._run_all(schedule_runs(packet_runs, parts=self._jobs(batch)),
                               partial(self._runs.packet_run, packets=packets, slab=slab),
                               failures)
-                self._learn_sizes(packet_runs, slab)
         elif is_timestamp_column(column.type):
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
 
@@ -387,7 +386,7 @@ class VideoFrameDecoder(ColumnDecoder):
         procs = self.process_decoder()
         if procs is None or not runs or not procs.processes.usable:
             return None
-        sizes = {self._frame_sizes.get(run.segment_id) for run in runs}
+        sizes = {self._frame_size(run, packets) for run in runs}
         if len(sizes) != 1 or None in sizes:
             return None
         height, width = next(iter(sizes))  # type: ignore[misc]
@@ -396,7 +395,7 @@ class VideoFrameDecoder(ColumnDecoder):
             return None
         noted: list[tuple[str, str]] = []
         parts = JOBS_PER_THREAD * procs.processes.count
-        outcome = procs.decode(schedule_runs(list(runs), parts=parts),  # type: ignore[arg-type]
+        outcome = procs.decode(schedule_runs(list(runs), parts=parts),
                                packets=packets, slab=slab, failures=noted)
         if outcome is None:
             for run in runs:
@@ -409,12 +408,23 @@ class VideoFrameDecoder(ColumnDecoder):
             self._process_calls += 1
         return slab
 
-    def _learn_sizes(self, runs: Sequence[Run], slab: FrameSlab) -> None:
-        """Remember the frame size of the segments an in-process call decoded in one size."""
-        size = slab.size
-        if size is not None and slab.slots() is not None and self._process_count():
-            for run in runs:
-                self._frame_sizes[run.segment_id] = size
+    def _frame_size(self, run: PacketRun, packets: PacketColumn) -> tuple[int, int] | None:
+        """``(height, width)`` of a segment's frames: its first run's keyframe decoded here once
+        (the slots must exist before the workers write); ``None`` if it gives no frame. A
+        stream that changes size makes a worker report it, and the call decodes in-process."""
+        size = self._frame_sizes.get(run.segment_id)
+        if size is None:
+            av = require_av()
+            try:
+                context = open_decoder(self.codec)
+                frames = [*context.decode(av.Packet(packets.packet(run.start))),
+                          *context.decode(None)]
+            except (av.FFmpegError, ValueError, EOFError):
+                return None
+            if not frames:
+                return None
+            size = self._frame_sizes[run.segment_id] = (frames[0].height, frames[0].width)
+        return size
 
     def _jobs(self, batch: FieldBatch) -> int:
         """Decode jobs per call: a few per thread, taken from one queue (load balancing); one

@@ -17,6 +17,7 @@ full arena, a worker that died) the decoder decodes in-process as before, with i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import itertools
 import logging
 import os
@@ -111,10 +112,8 @@ class _Worker:
     def stop(self) -> None:
         if not self.dead:
             self._queue.put(None)
-            try:
+            with contextlib.suppress(OSError):
                 self.conn.send((STOP,))
-            except OSError:
-                pass
         try:
             self.process.wait(timeout=2)
         except subprocess.TimeoutExpired:
@@ -142,6 +141,11 @@ class DecodeProcesses:
     @property
     def count(self) -> int:
         return len(self._workers)
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """The worker processes' ids (for accounting their CPU time)."""
+        return [w.process.pid for w in self._workers]
 
     @property
     def usable(self) -> bool:

@@ -36,8 +36,7 @@ def stream(codec: str, gop: int, width: int = 64) -> tuple[
 
 
 def in_processes(codec: str = "h264", **options: Any) -> VideoFrameDecoder:
-    """A decoder whose workers have started and that knows the stream's frame size (the first
-    call of a segment decodes in-process, which is how the size is learnt)."""
+    """A decoder whose workers have started (until then calls decode in-process)."""
     decoder = VideoFrameDecoder(codec=codec, decode_processes=2, **options)
     procs = decoder.process_decoder()
     assert procs is not None and procs.processes.wait_ready(READY_S), "workers did not start"
@@ -64,7 +63,6 @@ def test_random_and_block_reads_equal_the_in_process_path(codec: str, gop: int) 
     _, _, reference = stream(codec, gop)
     workers = in_processes(codec)
     threads = VideoFrameDecoder(codec=codec, decode_processes=0)
-    decode(workers, codec, gop, [0])  # learns the frame size in-process
     rng = np.random.default_rng(gop)
     draws = [rng.integers(0, NUM_FRAMES, size=24).tolist() for _ in range(3)]
     blocks = [list(range(s, min(s + 10, NUM_FRAMES))) for s in range(0, NUM_FRAMES, 10)]
@@ -80,7 +78,6 @@ def test_random_and_block_reads_equal_the_in_process_path(codec: str, gop: int) 
 
 def test_requests_not_starting_at_a_keyframe_are_none_as_before() -> None:
     workers = in_processes()
-    decode(workers, "h264", 8, [0])
     mixed_packets, is_keyframe, reference = stream("h264", 8)
     requests = [request(0, [13], is_keyframe), request(1, [20], is_keyframe,
                                                        starts_at_keyframe=False),
@@ -97,21 +94,18 @@ def test_requests_not_starting_at_a_keyframe_are_none_as_before() -> None:
 def test_consecutive_blocks_resume_the_workers_decoders() -> None:
     _, _, reference = stream("h264", 30)
     workers = in_processes()
-    decode(workers, "h264", 30, [0])
     hits = workers.session_hits
     for start in range(1, 30, 5):  # one GOP read in blocks of five frames
         targets = list(range(start, start + 5))
         for target, tensor in zip(targets, decode(workers, "h264", 30, targets), strict=True):
             np.testing.assert_array_equal(hwc(tensor), reference[target])
-    # The first block in the workers starts anew (the in-process decoder of the size-learning
-    # call stays in this process); each later block continues the last block's decoder.
-    assert workers.session_hits - hits == 5
+    assert workers.process_calls == 6
+    assert workers.session_hits - hits == 5, "each block continues the last block's decoder"
 
 
 def test_outputs_are_rows_of_shared_memory_and_samples_own_their_frames() -> None:
     _, _, reference = stream("h264", 8)
     workers = in_processes()
-    decode(workers, "h264", 8, [0])
     targets = [30, 3, 3, 17]
     out = decode(workers, "h264", 8, targets)
     assert workers.process_calls == 1
@@ -130,7 +124,6 @@ def test_windows_and_view_storage_equal_the_in_process_path() -> None:
     windows = [[5, 6, 7, 8], [7, 7, 8], [20, 22, 24]]
     for storage in ("copy", "view"):
         workers = in_processes(window_storage=storage)
-        decode(workers, "h264", 8, [0])
         requests = [request(i, w, is_keyframe) for i, w in enumerate(windows)]
         out = workers.decode(packet_batch(packets, is_windowed=True), requests)
         assert workers.process_calls == 1
@@ -141,16 +134,17 @@ def test_windows_and_view_storage_equal_the_in_process_path() -> None:
 
 
 def test_a_frame_size_the_workers_do_not_expect_is_decoded_in_process() -> None:
-    """The size is learnt per segment; a stream that changes it makes the call fall back."""
+    """The size is probed once per segment; a stream that changes it makes the call fall back."""
     workers = in_processes()
     decode(workers, "h264", 8, [0])
+    assert workers.process_calls == 1
     _, _, wide = stream("h264", 8, 96)
     out = decode(workers, "h264", 8, [9, 30], width=96)  # same segment id, other frames
-    assert workers.process_calls == 0
+    assert workers.process_calls == 1
     for target, tensor in zip([9, 30], out, strict=True):
         np.testing.assert_array_equal(hwc(tensor), wide[target])
     again = decode(workers, "h264", 8, [31], width=96)
-    assert workers.process_calls == 1
+    assert workers.process_calls == 2
     np.testing.assert_array_equal(hwc(again[0]), wide[31])
 
 
@@ -161,7 +155,6 @@ def test_corrupt_packets_fail_their_gop_only_as_in_process() -> None:
     targets = [3, 20, 41]
     requests = [request(i, [t], is_keyframe) for i, t in enumerate(targets)]
     workers = in_processes()
-    workers.decode(packet_batch(broken), [request(0, [0], is_keyframe)])
     got = workers.decode(packet_batch(broken), requests)
     old = VideoFrameDecoder(decode_processes=0).decode(packet_batch(broken), requests)
     assert workers.process_calls == 1
