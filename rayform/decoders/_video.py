@@ -132,6 +132,12 @@ class VideoFrameDecoder(ColumnDecoder):
         decode_threads: threads sharing a block's independent runs, the calling thread
             included (rayform's addition); ``None`` uses the process's CPUs (at most 8) in the
             main process and, inside a DataLoader worker, the CPUs divided among the workers.
+        decode_processes: worker processes that decode packet streams to RGB off this
+            process's GIL (rayform's addition; frames identical to in-process decoding); ``None``
+            (the default) uses one per decode thread when there are at least two, ``0`` decodes
+            in-process only. Video assets and YUV output always decode in-process. Each worker
+            holds up to ``max_decoder_sessions`` open decoders; frames are written into one
+            shared-memory arena of 128 MiB per process (:mod:`rayform.decoders._video_processes`).
     """
 
     def __init__(
@@ -202,6 +208,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self._process_calls = 0
         self._pool = ThreadPool(self.decode_threads, name="rayform-video", helpers=True)
         self._procs: ProcessRunDecoder | None = None
+        self._procs_failed = False
         self._procs_lock = threading.Lock()
         self._frame_sizes: dict[str, tuple[int, int]] = {}  # segment -> (height, width)
 
@@ -366,15 +373,21 @@ class VideoFrameDecoder(ColumnDecoder):
 
     def process_decoder(self) -> ProcessRunDecoder | None:
         """This process's worker-process decoder (started on first call, in the background),
-        or ``None`` when packet streams decode in-process (see ``decode_processes``)."""
+        or ``None`` when packet streams decode in-process (see ``decode_processes``; also where
+        workers cannot be started: no ``memfd`` outside Linux)."""
         count = self._process_count()
         if count == 0:
             return None
         with self._procs_lock:
-            if self._procs is None:
-                self._procs = ProcessRunDecoder(codec=self.codec, thread_count=self.thread_count,
-                                                max_sessions=self.max_decoder_sessions,
-                                                processes=count)
+            if self._procs is None and not self._procs_failed:
+                try:
+                    self._procs = ProcessRunDecoder(
+                        codec=self.codec, thread_count=self.thread_count,
+                        max_sessions=self.max_decoder_sessions, processes=count)
+                except (OSError, AttributeError) as err:  # no memfd (not Linux), no fork/exec
+                    self._procs_failed = True
+                    LOG.warning("%r: video decode worker processes unavailable (%s: %s); "
+                                "decoding in-process", self, type(err).__name__, err)
         return self._procs
 
     def _decode_in_processes(self, runs: list[PacketRun], keys: list[list[FrameKey] | Unresolved],

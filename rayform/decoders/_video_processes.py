@@ -132,7 +132,13 @@ class DecodeProcesses:
     def __init__(self, count: int) -> None:
         self.pool = SharedFramePool()
         self.pid = os.getpid()
-        self._workers = [_Worker(i, self.pool) for i in range(count)]
+        self._workers: list[_Worker] = []
+        try:
+            for i in range(count):
+                self._workers.append(_Worker(i, self.pool))
+        except BaseException:
+            self.shutdown()
+            raise
         self._slot_ids = itertools.count(1)
         self._free: list[list[int]] = [[] for _ in range(count)]
         self._lock = threading.Lock()

@@ -126,7 +126,7 @@ def test_threaded_decoders_with_delay_are_still_exact(thread_count: int) -> None
 @pytest.mark.parametrize("decode_threads", [2, 3])
 def test_runs_shared_between_threads_are_exact(decode_threads: int) -> None:
     _, _, reference = stream("h264", 8)
-    decoder = VideoFrameDecoder(decode_threads=decode_threads)
+    decoder = VideoFrameDecoder(decode_threads=decode_threads, decode_processes=0)
     targets = list(range(NUM_FRAMES))[::-1]  # every GOP: one run each, split between threads
     for target, tensor in zip(targets, decode_targets(decoder, "h264", 8, targets), strict=True):
         np.testing.assert_array_equal(hwc(tensor), reference[target])
@@ -163,12 +163,12 @@ def test_a_call_given_one_thread_carries_one_decoder_through_its_gops() -> None:
     packets, is_keyframe, reference = stream("h264", 8)
     targets = list(range(3, 40))
     requests = [request(i, [t], is_keyframe) for i, t in enumerate(targets)]
-    shared = VideoFrameDecoder(decode_threads=2)
+    shared = VideoFrameDecoder(decode_threads=2, decode_processes=0)
     out = shared.decode(replace(packet_batch(packets), decode_threads=1), requests)
     assert shared.session_misses == 1
     for target, tensor in zip(targets, out, strict=True):
         np.testing.assert_array_equal(hwc(tensor), reference[target])
-    alone = VideoFrameDecoder(decode_threads=2)
+    alone = VideoFrameDecoder(decode_threads=2, decode_processes=0)
     alone.decode(packet_batch(packets), requests)
     assert alone.session_misses > 1
 

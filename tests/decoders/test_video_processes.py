@@ -174,7 +174,7 @@ def test_yuv_output_and_decode_processes_zero_stay_in_process() -> None:
 @pytest.mark.parametrize("value", [-1, 1.5, True, "2"])
 def test_bad_decode_processes_is_a_config_error(value: object) -> None:
     with pytest.raises(ConfigError, match="decode_processes"):
-        VideoFrameDecoder(decode_processes=value)  # type: ignore[arg-type]
+        VideoFrameDecoder(decode_processes=value)
 
 
 def test_shared_pool_lends_a_buffer_again_once_dropped_and_refuses_when_full() -> None:
