@@ -378,6 +378,8 @@ class VideoFrameDecoder(ColumnDecoder):
         count = self._process_count()
         if count == 0:
             return None
+        if self._pid != os.getpid():  # a forked worker: the parent's workers are not ours
+            self._init_state()
         with self._procs_lock:
             if self._procs is None and not self._procs_failed:
                 try:

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import os
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pytest
 import torch
+from torch.utils.data import DataLoader
 from video_fixtures import (
+    FRAME_NUMBER,
+    VIDEO_SAMPLE,
     codec_params,
     hwc,
     packet_batch,
     reference_frames,
     request,
     synthetic_frames,
+    video_dataset,
 )
 
+from rayform.dataloader import DataSource, Field, NumericDecoder, RerunMapDataset
 from rayform.decoders import TensorRows, VideoFrameDecoder
 from rayform.decoders._shared_frames import SharedFramePool
 from rayform.errors import ConfigError
@@ -192,3 +199,35 @@ def test_shared_pool_lends_a_buffer_again_once_dropped_and_refuses_when_full() -
     del view, third
     again = pool.take(300_000)
     assert again is not None and again.ctypes.data == address
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_forked_dataloader_workers_start_their_own_decode_workers(tmp_path: Path) -> None:
+    """Each forked DataLoader worker gets decode workers of its own (the parent's are not its
+    own), and every sample's frame is still the sequential decode's."""
+    dataset, episodes = video_dataset(tmp_path, [40, 33], codec="h264", gop=8)
+    decoder = VideoFrameDecoder(decode_processes=2)
+    in_parent = decoder.process_decoder()
+    assert in_parent is not None
+    ds = RerunMapDataset(DataSource(dataset), "frame_index",
+                         {"image": Field(VIDEO_SAMPLE, decoder),
+                          "frame": Field(FRAME_NUMBER, NumericDecoder())}, sample_metadata=True)
+    loader = DataLoader(ds, batch_size=8, num_workers=2, multiprocessing_context="fork",
+                        collate_fn=list, worker_init_fn=_wait_for_decode_workers)
+    seen = 0
+    for batch in loader:
+        for sample in batch:
+            episode = episodes[str(sample["meta"]["segment_id"])]
+            frame = int(sample["frame"].reshape(-1)[-1])
+            np.testing.assert_array_equal(hwc(sample["image"]), episode.reference[frame])
+            seen += 1
+    assert seen == 73
+
+
+def _wait_for_decode_workers(worker_id: int) -> None:
+    info = torch.utils.data.get_worker_info()
+    assert info is not None
+    decoder = info.dataset._pipeline._plans[0].field.decode  # type: ignore[attr-defined]
+    procs = decoder.process_decoder()
+    assert procs is not None and procs.processes.wait_ready(READY_S)
+    assert procs.processes.pid == os.getpid()
