@@ -74,9 +74,8 @@ class _Worker:
                                         daemon=True)
         self._thread.start()
 
-    def submit(self, message: Any, work: int) -> Future[list[Result]]:
+    def submit(self, message: Any) -> Future[list[Result]]:
         future: Future[list[Result]] = Future()
-        self.pending_work += work
         if self.dead:
             future.set_exception(WorkerDiedError(f"video decode worker {self.index} died"))
         else:
@@ -180,10 +179,12 @@ class DecodeProcesses:
     def submit(self, worker: int, tasks: list[Task], work: int) -> Future[list[Result]]:
         with self._lock:
             free, self._free[worker] = self._free[worker], []
-        return self._workers[worker].submit((TASKS, free, tasks), work)
+            self._workers[worker].pending_work += work
+        return self._workers[worker].submit((TASKS, free, tasks))
 
     def done(self, worker: int, work: int) -> None:
-        self._workers[worker].pending_work -= work
+        with self._lock:
+            self._workers[worker].pending_work -= work
 
     def warn_once(self, message: str) -> None:
         if not self._warned:
@@ -248,7 +249,6 @@ class ProcessRunDecoder:
         self.thread_count = thread_count
         self.processes = decode_processes(processes)
         self.sessions = SessionCache(max_sessions, on_evict=self._close)
-        self.frame_sizes: dict[str, tuple[int, int]] = {}  # segment -> (height, width)
 
     def _close(self, session: DecoderSession) -> None:
         worker, slot = session.context
