@@ -357,6 +357,9 @@ class ProcessRunDecoder:
         """Record one run's result; whether it resumed a session, ``None``: decode in-process."""
         captured, fed, last_pts, keyframe_pts, alive, error = result
         run, session = plan.run, plan.session
+        if not 0 <= fed <= len(plan.feed) or any(p not in plan.rows_of for p in captured):
+            self._close(session)  # not what was asked: trust nothing of it, decode here
+            return None
         for pts in captured:
             slab.mark(plan.rows_of[pts])
         if error is not None and error[0] == "size":
