@@ -20,10 +20,10 @@ packets on all cores (a process per core), with the same output format:
   measured on all cores.
 
 Targets (the video field alone, 30 Hz grid, ``num_workers=0``): every loader >= 0.8 of its limit,
-each line judged on its own. The loaders use the default decoder, which decodes packet streams in
-worker processes (one per core, off this process's GIL); the ``in-process threads`` lines
-(``decode_processes=0``, the path before) are printed beside them, untargeted, for comparison.
-CPU per sample counts this process and the decode workers. ``BlockShuffle`` is measured twice
+each line judged on its own. The loaders use the default decoder (in-process decode threads); the
+``worker processes`` lines (``decode_processes=None``: one decode process per core, off this
+process's GIL) are printed beside them in full mode, untargeted, for comparison. CPU per sample
+counts this process and the decode workers. ``BlockShuffle`` is measured twice
 against the same limit: per sample (``DataLoader(ds, batch_size=32)``, the Rerun-compatible
 surface) and batched
 (``RerunIterableDataset(batch_size=32)`` with ``DataLoader(ds, batch_size=None)``: batches cut
@@ -148,15 +148,15 @@ def plan_jobs(index: Any, blocks: list[npt.NDArray[np.int64]], frame_ns: list[np
 
 
 # ---------------------------------------------------------------------------------- loaders
-def video_fields(*, processes: int | None = None) -> dict[str, Field]:
-    """The camera field; ``processes=None``: the default (worker processes on >= 2 cores),
-    ``0``: decoded in-process on threads (the path before worker processes)."""
+def video_fields(*, processes: int | None = 0) -> dict[str, Field]:
+    """The camera field; ``processes=0``: the default decoder (in-process threads), ``None``:
+    decoded in worker processes, one per core (``decode_processes=None``)."""
     return {"video": Field(w.VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT,
                                                       decode_processes=processes))}
 
 
-def in_process_fields() -> dict[str, Field]:
-    return video_fields(processes=0)
+def process_fields() -> dict[str, Field]:
+    return video_fields(processes=None)
 
 
 def full_fields() -> dict[str, Field]:
@@ -166,7 +166,8 @@ def full_fields() -> dict[str, Field]:
 def start_workers() -> list[int]:
     """Start this process's video decode workers (they start on first use, in the background,
     and calls decode in-process until they are up) and return their pids; none for YUV."""
-    procs = VideoFrameDecoder(output_format=OUTPUT_FORMAT).process_decoder()
+    procs = VideoFrameDecoder(output_format=OUTPUT_FORMAT,
+                              decode_processes=None).process_decoder()
     if procs is None or not procs.processes.wait_ready(60.0):
         return []
     return procs.processes.worker_pids
@@ -268,25 +269,27 @@ def run_measures(verdicts: w.Verdicts, pool: Any, workload: w.Workload, source: 
 
     grid30 = RerunMapDataset(source, w.INDEX, video_fields(),
                              timeline_sampling=w.FixedRateSampling(rate_hz=w.CAMERA_HZ))
-    grid30_threads = RerunMapDataset(source, w.INDEX, in_process_fields(),
-                                     timeline_sampling=w.FixedRateSampling(rate_hz=w.CAMERA_HZ))
+    grid30_procs = RerunMapDataset(source, w.INDEX, process_fields(),
+                                   timeline_sampling=w.FixedRateSampling(rate_hz=w.CAMERA_HZ))
     seq_jobs = sequential_jobs(workload)
     seq_frames = sum(j[2] - j[1] + 1 for j in seq_jobs)
     print("(a) the video field alone, 30 Hz grid (one frame per sample)")
-    # name -> (run, target): the default decoder (worker processes) is judged; the in-process
-    # lines (decode_processes=0, the path before) are printed beside it for comparison.
+    # name -> (run, target): the default decoder (in-process threads) is judged; the worker
+    # process lines (decode_processes=None) are printed beside it for comparison.
     cases: dict[str, tuple[Callable[[], tuple[float, float, list[npt.NDArray[np.int64]]]],
                            float | None]] = {
         "iterable BlockShuffle": (lambda: iterable_run(video_ds(BlockShuffle(), w.CAMERA_HZ,
                                                                 video_fields)), 0.8),
-        "iterable BlockShuffle, in-process threads": (lambda: iterable_run(video_ds(
-            BlockShuffle(), w.CAMERA_HZ, in_process_fields)), None),
+        "iterable BlockShuffle, worker processes": (lambda: iterable_run(video_ds(
+            BlockShuffle(), w.CAMERA_HZ, process_fields)), None),
         "iterable BlockShuffle, batched": (lambda: iterable_run(video_ds(
             BlockShuffle(), w.CAMERA_HZ, video_fields, batch_size=w.BATCH)), 0.8),
+        "iterable BlockShuffle, batched, worker processes": (lambda: iterable_run(video_ds(
+            BlockShuffle(), w.CAMERA_HZ, process_fields, batch_size=w.BATCH)), None),
         "iterable SampleShuffle": (lambda: iterable_run(video_ds(SampleShuffle(), w.CAMERA_HZ,
                                                                  video_fields)), 0.8),
         "map, shuffled sampler": (lambda: map_run(grid30), 0.8),
-        "map, shuffled sampler, in-process threads": (lambda: map_run(grid30_threads), None),
+        "map, shuffled sampler, worker processes": (lambda: map_run(grid30_procs), None),
     }
     for name, (run, target) in cases.items():
         if w.QUICK and target is None:

@@ -133,11 +133,12 @@ class VideoFrameDecoder(ColumnDecoder):
             included (rayform's addition); ``None`` uses the process's CPUs (at most 8) in the
             main process and, inside a DataLoader worker, the CPUs divided among the workers.
         decode_processes: worker processes that decode packet streams to RGB off this
-            process's GIL (rayform's addition; frames identical to in-process decoding); ``None``
-            (the default) uses one per decode thread when there are at least two, ``0`` decodes
-            in-process only. Video assets and YUV output always decode in-process. Each worker
-            holds up to ``max_decoder_sessions`` open decoders; frames are written into one
-            shared-memory arena of 128 MiB per process (:mod:`rayform.decoders._video_processes`).
+            process's GIL (rayform's addition; frames identical to in-process decoding): ``0``
+            (the default) decodes in-process only, ``None`` uses one per decode thread when
+            there are at least two, ``n`` starts ``n``. Video assets and YUV output always
+            decode in-process. Each worker holds up to ``max_decoder_sessions`` open decoders;
+            frames are written into one shared-memory arena of 128 MiB per process
+            (:mod:`rayform.decoders._video_processes`).
     """
 
     def __init__(
@@ -149,7 +150,7 @@ class VideoFrameDecoder(ColumnDecoder):
         window_storage: WindowStorage = "copy",
         output_format: OutputFormat = "rgb",
         decode_threads: int | None = None,
-        decode_processes: int | None = None,
+        decode_processes: int | None = 0,
     ) -> None:
         if not isinstance(codec, str) or not codec.strip():
             raise ConfigError(f"VideoFrameDecoder: codec must be a codec name, got {codec!r}")
@@ -216,7 +217,7 @@ class VideoFrameDecoder(ColumnDecoder):
     def __repr__(self) -> str:
         defaults = {"codec": "h264", "max_decoder_sessions": 8, "thread_count": 1,
                     "window_storage": "copy", "output_format": "rgb", "decode_threads": None,
-                    "decode_processes": None}
+                    "decode_processes": 0}
         options = [f"{name}={getattr(self, name)!r}" for name, default in defaults.items()
                    if getattr(self, name) != default]
         return f"VideoFrameDecoder({', '.join(options)})"
@@ -363,7 +364,7 @@ class VideoFrameDecoder(ColumnDecoder):
     # ------------------------------------------------------------------- worker processes
     def _process_count(self) -> int:
         """Worker processes to decode packet streams in: ``decode_processes``, or (``None``) the
-        process's decode threads when there are at least two; 0 for YUV output (in-process)."""
+        process's decode threads when there are at least two; 0 (in-process) for YUV output."""
         if self.output_format != "rgb" or self.decode_processes == 0:
             return 0
         if self.decode_processes is not None:

@@ -172,9 +172,10 @@ def test_corrupt_packets_fail_their_gop_only_as_in_process() -> None:
     np.testing.assert_array_equal(hwc(got[0]), reference[3])
 
 
-def test_yuv_output_and_decode_processes_zero_stay_in_process() -> None:
+def test_yuv_output_and_the_default_stay_in_process() -> None:
     assert VideoFrameDecoder(output_format="yuv420p", decode_processes=2).process_decoder() is None
     assert VideoFrameDecoder(decode_processes=0).process_decoder() is None
+    assert VideoFrameDecoder().process_decoder() is None, "in-process is the default"
     assert VideoFrameDecoder(decode_threads=1).process_decoder() is None
 
 
