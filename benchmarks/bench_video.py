@@ -252,8 +252,9 @@ def main() -> int:
                                dtype=np.int64) for sid in sorted(ids)]
         with mp.get_context("fork").Pool(w.cores()) as pool:
             pool.map(_decode_jobs, [[] for _ in range(w.cores())])  # start the processes
-            WORKER_PIDS[:] = start_workers()
-            print(f"  (video decode worker processes: {len(WORKER_PIDS)})")
+            if not w.QUICK:  # the worker-process lines run in full mode only
+                WORKER_PIDS[:] = start_workers()
+                print(f"  (video decode worker processes: {len(WORKER_PIDS)})")
             run_measures(verdicts, pool, workload, source, episode_of, frame_ns)
     return verdicts.exit_code()
 
