@@ -38,12 +38,14 @@ from rayform.decoders._video_output import (
 )
 from rayform.decoders._video_plan import (
     FrameKey,
+    PacketRun,
     Run,
     Unresolved,
     plan_asset_runs,
     plan_packet_runs,
     schedule_runs,
 )
+from rayform.decoders._video_processes import ProcessRunDecoder
 from rayform.decoders._video_runs import RunDecoder, RunFailedError
 from rayform.errors import CatalogError, ConfigError, FormatError, LocalStorageError, RemoteError
 from rayform.media._video_asset import AssetPackets
@@ -130,6 +132,13 @@ class VideoFrameDecoder(ColumnDecoder):
         decode_threads: threads sharing a block's independent runs, the calling thread
             included (rayform's addition); ``None`` uses the process's CPUs (at most 8) in the
             main process and, inside a DataLoader worker, the CPUs divided among the workers.
+        decode_processes: worker processes that decode packet streams to RGB off this
+            process's GIL (rayform's addition; frames identical to in-process decoding): ``0``
+            (the default) decodes in-process only, ``None`` uses one per decode thread when
+            there are at least two, ``n`` starts ``n``. Video assets and YUV output always
+            decode in-process. Each worker holds up to ``max_decoder_sessions`` open decoders;
+            frames are written into one shared-memory arena of 128 MiB per process
+            (:mod:`rayform.decoders._video_processes`).
     """
 
     def __init__(
@@ -141,6 +150,7 @@ class VideoFrameDecoder(ColumnDecoder):
         window_storage: WindowStorage = "copy",
         output_format: OutputFormat = "rgb",
         decode_threads: int | None = None,
+        decode_processes: int | None = 0,
     ) -> None:
         if not isinstance(codec, str) or not codec.strip():
             raise ConfigError(f"VideoFrameDecoder: codec must be a codec name, got {codec!r}")
@@ -168,6 +178,13 @@ class VideoFrameDecoder(ColumnDecoder):
                 f"VideoFrameDecoder: decode_threads must be an integer >= 1 or None, got "
                 f"{decode_threads!r}"
             )
+        if decode_processes is not None and (isinstance(decode_processes, bool)
+                                             or not isinstance(decode_processes, int)
+                                             or decode_processes < 0):
+            raise ConfigError(
+                f"VideoFrameDecoder: decode_processes must be an integer >= 0 (0 decodes "
+                f"in-process) or None (automatic), got {decode_processes!r}"
+            )
         require_av()
         open_decoder(codec)  # an unknown codec fails here, not at the first decode
         self.codec = codec
@@ -176,6 +193,7 @@ class VideoFrameDecoder(ColumnDecoder):
         self.window_storage: WindowStorage = window_storage
         self.output_format: OutputFormat = output_format
         self.decode_threads = decode_threads
+        self.decode_processes = decode_processes
         self._init_state()
 
     def _init_state(self) -> None:
@@ -188,12 +206,18 @@ class VideoFrameDecoder(ColumnDecoder):
         self._stats_lock = threading.Lock()
         self._resumed = 0
         self._started = 0
+        self._process_calls = 0
         self._pool = ThreadPool(self.decode_threads, name="rayform-video", helpers=True)
+        self._procs: ProcessRunDecoder | None = None
+        self._procs_failed = False
+        self._procs_lock = threading.Lock()
+        self._frame_sizes: dict[str, tuple[int, int]] = {}  # segment -> (height, width)
 
     # ------------------------------------------------------------------ configuration surface
     def __repr__(self) -> str:
         defaults = {"codec": "h264", "max_decoder_sessions": 8, "thread_count": 1,
-                    "window_storage": "copy", "output_format": "rgb", "decode_threads": None}
+                    "window_storage": "copy", "output_format": "rgb", "decode_threads": None,
+                    "decode_processes": 0}
         options = [f"{name}={getattr(self, name)!r}" for name, default in defaults.items()
                    if getattr(self, name) != default]
         return f"VideoFrameDecoder({', '.join(options)})"
@@ -202,7 +226,8 @@ class VideoFrameDecoder(ColumnDecoder):
         # Open codec contexts and memory maps cannot cross processes: ship the options only.
         return {"codec": self.codec, "max_decoder_sessions": self.max_decoder_sessions,
                 "thread_count": self.thread_count, "window_storage": self.window_storage,
-                "output_format": self.output_format, "decode_threads": self.decode_threads}
+                "output_format": self.output_format, "decode_threads": self.decode_threads,
+                "decode_processes": self.decode_processes}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -222,6 +247,11 @@ class VideoFrameDecoder(ColumnDecoder):
     def session_misses(self) -> int:
         """Decode passes that started from a keyframe."""
         return self._started
+
+    @property
+    def process_calls(self) -> int:
+        """Calls whose packet runs the worker processes decoded (see ``decode_processes``)."""
+        return self._process_calls
 
     def prior_keyframe_path(self, field_path: str) -> str | None:
         """The sibling ``...:is_keyframe`` column of a video field (``None`` without a ``:``).
@@ -288,9 +318,12 @@ class VideoFrameDecoder(ColumnDecoder):
         if is_packet_column(column.type):
             packets = PacketColumn(column, self.codec)
             packet_runs, keys = plan_packet_runs(requests, packets.nonempty)
-            slab = self._slab(keys, batch)
-            self._run_all(schedule_runs(packet_runs, parts=self._jobs(batch)),
-                          partial(self._runs.packet_run, packets=packets, slab=slab), failures)
+            slab = self._decode_in_processes(packet_runs, keys, batch, packets, failures)
+            if slab is None:
+                slab = self._slab(keys, batch)
+                self._run_all(schedule_runs(packet_runs, parts=self._jobs(batch)),
+                              partial(self._runs.packet_run, packets=packets, slab=slab),
+                              failures)
         elif is_timestamp_column(column.type):
             assets: dict[str, tuple[str, AssetPackets] | None] = {}
 
@@ -327,6 +360,87 @@ class VideoFrameDecoder(ColumnDecoder):
                                 strict=True):
                 out[i] = value
         return out
+
+    # ------------------------------------------------------------------- worker processes
+    def _process_count(self) -> int:
+        """Worker processes to decode packet streams in: ``decode_processes``, or (``None``) the
+        process's decode threads when there are at least two; 0 (in-process) for YUV output."""
+        if self.output_format != "rgb" or self.decode_processes == 0:
+            return 0
+        if self.decode_processes is not None:
+            return self.decode_processes
+        threads = self._pool.threads
+        return threads if threads >= 2 else 0
+
+    def process_decoder(self) -> ProcessRunDecoder | None:
+        """This process's worker-process decoder (started on first call, in the background),
+        or ``None`` when packet streams decode in-process (see ``decode_processes``; also where
+        workers cannot be started: no ``memfd`` outside Linux)."""
+        count = self._process_count()
+        if count == 0:
+            return None
+        if self._pid != os.getpid():  # a forked worker: the parent's workers are not ours
+            self._init_state()
+        with self._procs_lock:
+            if self._procs is None and not self._procs_failed:
+                try:
+                    self._procs = ProcessRunDecoder(
+                        codec=self.codec, thread_count=self.thread_count,
+                        max_sessions=self.max_decoder_sessions, processes=count)
+                except (OSError, AttributeError) as err:  # no memfd (not Linux), no fork/exec
+                    self._procs_failed = True
+                    LOG.warning("%r: video decode worker processes unavailable (%s: %s); "
+                                "decoding in-process", self, type(err).__name__, err)
+        return self._procs
+
+    def _decode_in_processes(self, runs: list[PacketRun], keys: list[list[FrameKey] | Unresolved],
+                             batch: FieldBatch, packets: PacketColumn,
+                             failures: list[tuple[str, str]]) -> FrameSlab | None:
+        """Decode the runs in the worker processes; the slab, or ``None`` to decode in-process
+        (no workers, not started yet, frame size not known, no shared memory left, a worker
+        died or a frame of another size came out)."""
+        procs = self.process_decoder()
+        if procs is None or not runs or not procs.processes.usable:
+            return None
+        sizes = {self._frame_size(run, packets) for run in runs}
+        if len(sizes) != 1 or None in sizes:
+            return None
+        height, width = next(iter(sizes))  # type: ignore[misc]
+        slab = self._slab(keys, batch)
+        if not slab.share(procs.processes.pool, height=height, width=width):
+            return None
+        noted: list[tuple[str, str]] = []
+        parts = JOBS_PER_THREAD * procs.processes.count
+        outcome = procs.decode(schedule_runs(list(runs), parts=parts),
+                               packets=packets, slab=slab, failures=noted)
+        if outcome is None:
+            for run in runs:
+                self._frame_sizes.pop(run.segment_id, None)
+            return None
+        failures.extend(noted)
+        with self._stats_lock:
+            self._resumed += outcome[0]
+            self._started += outcome[1]
+            self._process_calls += 1
+        return slab
+
+    def _frame_size(self, run: PacketRun, packets: PacketColumn) -> tuple[int, int] | None:
+        """``(height, width)`` of a segment's frames: its first run's keyframe decoded here once
+        (the slots must exist before the workers write); ``None`` if it gives no frame. A
+        stream that changes size makes a worker report it, and the call decodes in-process."""
+        size = self._frame_sizes.get(run.segment_id)
+        if size is None:
+            av = require_av()
+            try:
+                context = open_decoder(self.codec)
+                frames = [*context.decode(av.Packet(packets.packet(run.start))),
+                          *context.decode(None)]
+            except (av.FFmpegError, ValueError, EOFError):
+                return None
+            if not frames:
+                return None
+            size = self._frame_sizes[run.segment_id] = (frames[0].height, frames[0].width)
+        return size
 
     def _jobs(self, batch: FieldBatch) -> int:
         """Decode jobs per call: a few per thread, taken from one queue (load balancing); one

@@ -19,6 +19,7 @@ import numpy.typing as npt
 import torch
 
 from rayform.decoders._buffer_pool import FRAME_POOL
+from rayform.decoders._shared_frames import SharedFramePool
 from rayform.decoders._video_plan import FrameKey
 from rayform.decoders._yuv import Yuv420Frame
 from rayform.media._rgb_scaler import RgbScaler
@@ -58,6 +59,7 @@ class FrameSlab:
         self._address = 0  # of the first bank's first slot
         self._slot_bytes = 0  # bytes per slot of the first bank
         self._outside = False  # a frame was captured into memory of its own
+        self._shared_offset = -1  # the banks' offset in a SharedFramePool arena, if there
         self.captured: dict[FrameKey, Captured] = {}
 
     def __len__(self) -> int:
@@ -111,6 +113,43 @@ class FrameSlab:
             captured[key] = self._banks[0][slot]
 
         return capture
+
+    @property
+    def size(self) -> tuple[int, int] | None:
+        """``(height, width)`` of the slots, once the banks exist."""
+        return self._size
+
+    def share(self, pool: SharedFramePool, *, height: int, width: int) -> bool:
+        """Take the RGB slot banks (frames of ``height × width``) from ``pool`` now, so that
+        another process can write the frames (:meth:`offset_of`, then :meth:`mark`); ``False``
+        (nothing taken) when the pool has no room or the slab has other banks already."""
+        if not self._rgb or self._size is not None or not self._count:
+            return False
+        slot_bytes = height * width * 3
+        flat = pool.take(self._count * slot_bytes)
+        if flat is None:
+            return False
+        self._banks = (flat.reshape(self._count, height, width, 3),)
+        self._address = int(flat.ctypes.data)
+        self._slot_bytes = slot_bytes
+        self._shared_offset = pool.offset_of(flat)
+        self._size = (height, width)
+        return True
+
+    def offset_of(self, key: FrameKey) -> int:
+        """Where ``key``'s slot lies in the shared arena (after :meth:`share`)."""
+        if self._shared_offset < 0:
+            raise ValueError("FrameSlab.offset_of needs banks taken with share()")
+        return self._shared_offset + self._slot[key] * self._slot_bytes
+
+    def mark(self, key: FrameKey) -> None:
+        """``key``'s frame was written into its slot by another process: it is captured (and
+        copied into the frame's further slots)."""
+        bank = self._banks[0]
+        slot = self._slot[key]
+        self.captured[key] = bank[slot]
+        for other in self._copies.get(key, ()):
+            bank[other] = bank[slot]
 
     def slots(self) -> tuple[tuple[npt.NDArray[np.uint8], ...], dict[FrameKey, int]] | None:
         """The slot banks (``[K, H, W, 3]``, or ``y [K, 1, H, W]`` and ``uv [K, 2, H/2, W/2]``)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,12 +48,18 @@ class DecoderSession:
 
 
 class SessionCache:
-    """A thread-safe LRU of :class:`DecoderSession`, at most ``capacity`` kept (0 keeps none)."""
+    """A thread-safe LRU of :class:`DecoderSession`, at most ``capacity`` kept (0 keeps none).
 
-    def __init__(self, capacity: int) -> None:
+    ``on_evict`` is called (outside the lock) with each session the cache drops: evicted, replaced
+    by another of the same key, refused (capacity 0) or cleared.
+    """
+
+    def __init__(self, capacity: int, *,
+                 on_evict: Callable[[DecoderSession], None] | None = None) -> None:
         self._capacity = capacity
         self._sessions: OrderedDict[Hashable, DecoderSession] = OrderedDict()
         self._lock = threading.Lock()
+        self._on_evict = on_evict
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -65,13 +71,23 @@ class SessionCache:
 
     def checkin(self, session: DecoderSession) -> None:
         """Keep ``session`` as the most recently used one, evicting the oldest beyond capacity."""
+        dropped: list[DecoderSession] = []
         if self._capacity <= 0:
-            return
-        with self._lock:
-            self._sessions.pop(session.key, None)
-            self._sessions[session.key] = session
-            while len(self._sessions) > self._capacity:
-                self._sessions.popitem(last=False)
+            dropped.append(session)
+        else:
+            with self._lock:
+                old = self._sessions.pop(session.key, None)
+                if old is not None and old is not session:
+                    dropped.append(old)
+                self._sessions[session.key] = session
+                while len(self._sessions) > self._capacity:
+                    dropped.append(self._sessions.popitem(last=False)[1])
+        self._evicted(dropped)
+
+    def _evicted(self, sessions: list[DecoderSession]) -> None:
+        if self._on_evict is not None:
+            for session in sessions:
+                self._on_evict(session)
 
     def reclaim(self, stream: Hashable) -> DecoderSession | None:
         """When the cache is full, remove and return its least recently used session of
@@ -91,4 +107,6 @@ class SessionCache:
 
     def clear(self) -> None:
         with self._lock:
+            dropped = list(self._sessions.values())
             self._sessions.clear()
+        self._evicted(dropped)

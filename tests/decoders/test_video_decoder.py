@@ -90,7 +90,7 @@ def test_one_run_per_gop_within_a_block() -> None:
 
 
 def test_sequential_reads_reuse_one_context_per_gop() -> None:
-    decoder = VideoFrameDecoder(codec="h264")
+    decoder = VideoFrameDecoder(codec="h264", decode_processes=0)
     for target in range(24):
         decode_targets(decoder, "h264", 8, [target])
     assert (decoder.session_hits, decoder.session_misses) == (21, 3)
@@ -98,7 +98,7 @@ def test_sequential_reads_reuse_one_context_per_gop() -> None:
 
 def test_repeated_target_hits_the_session_and_backward_step_restarts() -> None:
     _, _, reference = stream("h264", 30)
-    decoder = VideoFrameDecoder(codec="h264")
+    decoder = VideoFrameDecoder(codec="h264", decode_processes=0)
     for target, hits in [(10, 0), (10, 1), (12, 2), (11, 2)]:
         (tensor,) = decode_targets(decoder, "h264", 30, [target])
         assert tensor is not None
@@ -126,7 +126,7 @@ def test_threaded_decoders_with_delay_are_still_exact(thread_count: int) -> None
 @pytest.mark.parametrize("decode_threads", [2, 3])
 def test_runs_shared_between_threads_are_exact(decode_threads: int) -> None:
     _, _, reference = stream("h264", 8)
-    decoder = VideoFrameDecoder(decode_threads=decode_threads)
+    decoder = VideoFrameDecoder(decode_threads=decode_threads, decode_processes=0)
     targets = list(range(NUM_FRAMES))[::-1]  # every GOP: one run each, split between threads
     for target, tensor in zip(targets, decode_targets(decoder, "h264", 8, targets), strict=True):
         np.testing.assert_array_equal(hwc(tensor), reference[target])
@@ -163,12 +163,12 @@ def test_a_call_given_one_thread_carries_one_decoder_through_its_gops() -> None:
     packets, is_keyframe, reference = stream("h264", 8)
     targets = list(range(3, 40))
     requests = [request(i, [t], is_keyframe) for i, t in enumerate(targets)]
-    shared = VideoFrameDecoder(decode_threads=2)
+    shared = VideoFrameDecoder(decode_threads=2, decode_processes=0)
     out = shared.decode(replace(packet_batch(packets), decode_threads=1), requests)
     assert shared.session_misses == 1
     for target, tensor in zip(targets, out, strict=True):
         np.testing.assert_array_equal(hwc(tensor), reference[target])
-    alone = VideoFrameDecoder(decode_threads=2)
+    alone = VideoFrameDecoder(decode_threads=2, decode_processes=0)
     alone.decode(packet_batch(packets), requests)
     assert alone.session_misses > 1
 
@@ -226,7 +226,7 @@ def test_single_rgb_frames_are_rows_of_one_tensor_in_request_order(
 
 def test_frames_of_a_call_fill_one_pooled_buffer_reused_once_dropped() -> None:
     _, _, reference = stream("h264", 8)
-    decoder = VideoFrameDecoder(decode_threads=2)
+    decoder = VideoFrameDecoder(decode_threads=2, decode_processes=0)
     targets = [3, 17, 9, 40, 41]
     out = decode_targets(decoder, "h264", 8, targets)
     assert all(t is not None for t in out)
