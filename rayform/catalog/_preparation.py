@@ -113,7 +113,8 @@ def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging
         importer = find_importer(path)
         used.append(importer)
         inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer,
-                                    request_uri=source.uri)
+                                    request_uri=source.uri,
+                                    converted=recording != path and recording.is_relative_to(out))
                       for recording in importer.configured(options).convert(path, out)]
     require_options_read(options, used)
     require_distinct(inspected)

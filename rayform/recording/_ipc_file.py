@@ -15,7 +15,12 @@ A recording's batch is one entity's rows. Batches holding encoded media (JPEG bl
 packets) are stored as-is: compressing them gains nothing and costs CPU on every read, and an
 uncompressed batch is read in place from the memory-mapped file. Every other batch is compressed
 with zstd (smaller than lz4 on robot data by about a third, see docs/catalog.md) unless that
-saves less than a tenth of its bytes.
+saves less than a tenth of its bytes, or its own columns hold less than
+:data:`MIN_COMPRESSED_BYTES`: Arrow compresses each buffer apart, at a fixed cost of ~15 µs a
+buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
+so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
+outweighs. Compression runs on the calling thread (``use_threads=False``): Arrow's pool took
+longer to hand the buffers out than to compress them.
 """
 
 from __future__ import annotations
@@ -34,6 +39,10 @@ COMPRESSION: Final = "zstd"
 # Components whose values are already encoded (compressed) media: their batches stay as-is.
 ENCODED_MEDIA_COMPONENTS: Final = frozenset({ENCODED_IMAGE_BLOB, VIDEO_SAMPLE})
 _MIN_SAVINGS: Final = 0.1
+MIN_COMPRESSED_BYTES: Final = 16 * 1024
+"""Batches whose own (non-null) columns hold fewer bytes are stored uncompressed."""
+_COMPRESSED: Final = pa.ipc.IpcWriteOptions(compression=COMPRESSION, use_threads=False)
+_PLAIN: Final = pa.ipc.IpcWriteOptions(use_threads=False)
 _MAGIC: Final = b"ARROW1\x00\x00"
 _TRAILER_MAGIC: Final = b"ARROW1"
 _END_OF_STREAM: Final = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -59,13 +68,18 @@ def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
     return False
 
 
-def encode_batch(batch: pa.RecordBatch, *, compress: bool) -> EncodedBatch:
-    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is."""
-    if compress:
-        message = _message(batch, pa.ipc.IpcWriteOptions(compression=COMPRESSION))
+def encode_batch(batch: pa.RecordBatch, *, compress: bool, own_bytes: int | None = None
+                 ) -> EncodedBatch:
+    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is.
+
+    ``own_bytes``: the bytes of the batch's own columns (not the null columns of the other
+    entities); below :data:`MIN_COMPRESSED_BYTES` compression is not tried.
+    """
+    if compress and (own_bytes is None or own_bytes >= MIN_COMPRESSED_BYTES):
+        message = _message(batch, _COMPRESSED)
         if message.body.size <= (1 - _MIN_SAVINGS) * batch.nbytes:
             return EncodedBatch(message, is_compressed=True)
-    return EncodedBatch(_message(batch, pa.ipc.IpcWriteOptions()), is_compressed=False)
+    return EncodedBatch(_message(batch, _PLAIN), is_compressed=False)
 
 
 def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Message:

@@ -100,6 +100,26 @@ class LocalStore(Store):
         finally:
             tmp.unlink(missing_ok=True)
 
+    def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
+        with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):
+            dest = self._path(object_key(sha256))
+            size = src.stat().st_size
+            if self.keep_object(sha256):
+                return sha256, size
+            fsync_file(src)  # durable before any snapshot can name it, as in put_object
+            os.chmod(src, 0o444)
+            try:
+                try:
+                    os.replace(src, dest)
+                except FileNotFoundError:  # first object under this prefix
+                    make_dirs_durable(dest.parent, root=self.root)
+                    os.replace(src, dest)
+            except OSError:  # another filesystem (a staging folder elsewhere): copy
+                os.chmod(src, 0o644)
+                return self._put_object(src)
+            fsync_dir(dest.parent)
+            return sha256, size
+
     def keep_object(self, digest: str) -> bool:
         """True when the object is stored; its modification time is renewed, so that a
         concurrent ``gc_catalog`` treats it as new (within its grace period) until the commit
