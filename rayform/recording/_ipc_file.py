@@ -19,8 +19,10 @@ saves less than a tenth of its bytes, or its own columns hold less than
 :data:`MIN_COMPRESSED_BYTES`: Arrow compresses each buffer apart, at a fixed cost of ~15 µs a
 buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
 so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
-outweighs. Compression runs on the calling thread (``use_threads=False``): Arrow's pool took
-longer to hand the buffers out than to compress them.
+outweighs. A large batch is first tried on a sample of its largest buffer (noise-like pixels
+do not compress, and compressing them in full cost more than writing them). Compression runs
+on the calling thread (``use_threads=False``): Arrow's pool took longer to hand the buffers out
+than to compress them.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ _MIN_SAVINGS: Final = 0.1
 MIN_COMPRESSED_BYTES: Final = 16 * 1024
 """Batches whose own (non-null) columns hold fewer bytes are stored uncompressed."""
 _COMPRESSED: Final = pa.ipc.IpcWriteOptions(compression=COMPRESSION, use_threads=False)
-_PLAIN: Final = pa.ipc.IpcWriteOptions(use_threads=False)
+_CODEC: Final = pa.Codec(COMPRESSION)
+_SAMPLED_BYTES: Final = 256 * 1024
 _MAGIC: Final = b"ARROW1\x00\x00"
 _TRAILER_MAGIC: Final = b"ARROW1"
 _END_OF_STREAM: Final = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -75,11 +78,26 @@ def encode_batch(batch: pa.RecordBatch, *, compress: bool, own_bytes: int | None
     ``own_bytes``: the bytes of the batch's own columns (not the null columns of the other
     entities); below :data:`MIN_COMPRESSED_BYTES` compression is not tried.
     """
-    if compress and (own_bytes is None or own_bytes >= MIN_COMPRESSED_BYTES):
+    if compress and (own_bytes is None or own_bytes >= MIN_COMPRESSED_BYTES) \
+            and _sample_compresses(batch):
         message = _message(batch, _COMPRESSED)
         if message.body.size <= (1 - _MIN_SAVINGS) * batch.nbytes:
             return EncodedBatch(message, is_compressed=True)
-    return EncodedBatch(_message(batch, _PLAIN), is_compressed=False)
+    return EncodedBatch(pa.ipc.read_message(batch.serialize()), is_compressed=False)
+
+
+def _sample_compresses(batch: pa.RecordBatch) -> bool:
+    """Whether a sample of the batch's largest buffer saves a tenth with zstd (always true for a
+    batch below :data:`_SAMPLED_BYTES`): raw camera noise or already-compressed bytes held as
+    numbers would otherwise be compressed in full only to be stored as they were."""
+    if batch.nbytes < 4 * _SAMPLED_BYTES:
+        return True
+    largest = max((b for column in batch.columns for b in column.buffers() if b is not None),
+                  key=lambda b: b.size)
+    if largest.size < 2 * _SAMPLED_BYTES:
+        return True
+    sample = largest.slice((largest.size - _SAMPLED_BYTES) // 2, _SAMPLED_BYTES)
+    return _CODEC.compress(sample).size <= (1 - _MIN_SAVINGS) * _SAMPLED_BYTES
 
 
 def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Message:

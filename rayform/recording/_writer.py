@@ -372,6 +372,7 @@ class RecordingWriter:
         static_entities: dict[str, EntityRows] = {}
         row = 0
         nulls: dict[tuple[int, int], pa.Array] = {}  # one per length and column: many entities
+        whole = has_dictionary(schema)  # written whole by pyarrow (dictionary batches)
         for entity, is_static, table in entity_tables:  # lack most columns
             own = {name: table.column(name) for name in table.column_names}
             arrays = []
@@ -390,8 +391,9 @@ class RecordingWriter:
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
-            compress = self._compress and not has_encoded_media(batch, names)
-            encoded.append(encode_batch(batch, compress=compress, own_bytes=own_bytes))
+            if not whole:
+                compress = self._compress and not has_encoded_media(batch, names)
+                encoded.append(encode_batch(batch, compress=compress, own_bytes=own_bytes))
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
@@ -408,10 +410,9 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        if has_dictionary(schema):  # written whole by pyarrow (dictionary batches), uncompressed
+        if whole:  # uncompressed
             sink = pa.BufferOutputStream()
             write_plain_file(sink, schema, batches)
-            encoded = []
             digest = content_digest(header, schema, stored_messages(sink.getvalue()))
         else:
             digest = content_digest(header, schema,

@@ -5,7 +5,8 @@ recording's checksum from the batches it holds in memory, then hashes the file i
 name the catalog's content-addressed store gives it). Registering an importer's output read the
 whole file back three times to learn the same: its checksum, its Arrow validity and its object
 digest. :func:`written_file` returns that digest while the file is the one written: same device,
-inode, size and modification time. Registration relies on it only for files an importer wrote
+inode, size, modification and change time (the change time no caller can set: any write or
+``utime`` moves it). Registration relies on it only for files an importer wrote
 into the registration's own staging folder (see :func:`rayform.catalog._registration.inspect_layer`);
 any other recording is verified from its bytes.
 """
@@ -24,15 +25,15 @@ _MAX_REMEMBERED: Final = 65_536
 class WrittenFile:
     """A recording file as its writer left it."""
 
-    identity: tuple[int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns
+    identity: tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
     sha256: str  # of the whole file: its object name in a catalog
 
 
 _WRITTEN: dict[str, WrittenFile] = {}
 
 
-def _identity(st: os.stat_result) -> tuple[int, int, int, int]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 def remember_written(path: Path, *, sha256: str) -> None:
@@ -45,7 +46,7 @@ def remember_written(path: Path, *, sha256: str) -> None:
 
 def written_file(path: Path) -> WrittenFile | None:
     """What the writer recorded for ``path``, or ``None`` when this process did not write it or
-    the file changed since (another inode, size or modification time)."""
+    the file changed since (another inode, size, modification or change time)."""
     known = _WRITTEN.get(os.fspath(path.absolute()))
     if known is None:
         return None
@@ -55,7 +56,3 @@ def written_file(path: Path) -> WrittenFile | None:
         return None
     return known if current == known.identity else None
 
-
-def forget_written(path: Path) -> None:
-    """Drop what is known about ``path`` (it was moved into a store or deleted)."""
-    _WRITTEN.pop(os.fspath(path.absolute()), None)
