@@ -15,8 +15,8 @@ A recording's batch is one entity's rows. Batches holding encoded media (JPEG bl
 packets) are stored as-is: compressing them gains nothing and costs CPU on every read, and an
 uncompressed batch is read in place from the memory-mapped file. Every other batch is compressed
 with zstd (smaller than lz4 on robot data by about a third, see docs/catalog.md) unless that
-saves less than a tenth of its bytes, or its own columns hold less than
-:data:`MIN_COMPRESSED_BYTES`: Arrow compresses each buffer apart, at a fixed cost of ~15 µs a
+saves less than a tenth of its bytes, or the batch holds less than :data:`MIN_COMPRESSED_BYTES`
+(its null columns included): Arrow compresses each buffer apart, at a fixed cost of ~15 µs a
 buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
 so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
 outweighs. A large batch is first tried on a sample of its largest buffer (noise-like pixels
@@ -41,8 +41,8 @@ COMPRESSION: Final = "zstd"
 # Components whose values are already encoded (compressed) media: their batches stay as-is.
 ENCODED_MEDIA_COMPONENTS: Final = frozenset({ENCODED_IMAGE_BLOB, VIDEO_SAMPLE})
 _MIN_SAVINGS: Final = 0.1
-MIN_COMPRESSED_BYTES: Final = 16 * 1024
-"""Batches whose own (non-null) columns hold fewer bytes are stored uncompressed."""
+MIN_COMPRESSED_BYTES: Final = 4 * 1024
+"""Batches of fewer bytes (null columns included) are stored uncompressed."""
 _COMPRESSED: Final = pa.ipc.IpcWriteOptions(compression=COMPRESSION, use_threads=False)
 _CODEC: Final = pa.Codec(COMPRESSION)
 _SAMPLED_BYTES: Final = 256 * 1024
@@ -71,15 +71,9 @@ def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
     return False
 
 
-def encode_batch(batch: pa.RecordBatch, *, compress: bool, own_bytes: int | None = None
-                 ) -> EncodedBatch:
-    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is.
-
-    ``own_bytes``: the bytes of the batch's own columns (not the null columns of the other
-    entities); below :data:`MIN_COMPRESSED_BYTES` compression is not tried.
-    """
-    if compress and (own_bytes is None or own_bytes >= MIN_COMPRESSED_BYTES) \
-            and _sample_compresses(batch):
+def encode_batch(batch: pa.RecordBatch, *, compress: bool) -> EncodedBatch:
+    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is."""
+    if compress and batch.nbytes >= MIN_COMPRESSED_BYTES and _sample_compresses(batch):
         message = _message(batch, _COMPRESSED)
         if message.body.size <= (1 - _MIN_SAVINGS) * batch.nbytes:
             return EncodedBatch(message, is_compressed=True)

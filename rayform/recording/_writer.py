@@ -377,7 +377,6 @@ class RecordingWriter:
         for entity, is_static, table in entity_tables:  # lack most columns
             own = {name: table.column(name) for name in table.column_names}
             arrays = []
-            own_bytes = 0
             for i, (name, target) in enumerate(zip(columns, types, strict=True)):
                 column = own.get(name)
                 if column is None:
@@ -388,13 +387,12 @@ class RecordingWriter:
                     continue
                 array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
                 arrays.append(widen(array, target))
-                own_bytes += array.nbytes
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
             if not whole:
                 compress = self._compress and not has_encoded_media(batch, names)
-                encoded.append(encode_batch(batch, compress=compress, own_bytes=own_bytes))
+                encoded.append(encode_batch(batch, compress=compress))
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows

@@ -122,12 +122,12 @@ def test_compress_false_stores_every_batch_as_is(tmp_path: Path) -> None:
 
 
 def test_small_batches_are_stored_as_is(tmp_path: Path) -> None:
-    """Below MIN_COMPRESSED_BYTES of its own data a batch is not compressed (per-buffer zstd
-    costs more time than the few bytes it saves); the large entity beside it still is."""
+    """Below MIN_COMPRESSED_BYTES a batch is not compressed (per-buffer zstd costs more time
+    than the few bytes it saves); the large entity beside it still is."""
     from rayform import RecordingWriter
     from rayform.recording._ipc_file import MIN_COMPRESSED_BYTES
 
-    small_rows = MIN_COMPRESSED_BYTES // 8 // 7 // 2  # its timeline and offsets count too
+    small_rows = MIN_COMPRESSED_BYTES // 8 // 7 // 2  # its timeline, offsets and nulls count too
     path = tmp_path / "mixed.rfr"
     with RecordingWriter(path, recording_id="ep") as rec:
         rec.log_scalars("/big", timelines={"frame_index": np.arange(2000)},
