@@ -91,7 +91,8 @@ def _sample_compresses(batch: pa.RecordBatch) -> bool:
     if largest.size < 2 * _SAMPLED_BYTES:
         return True
     sample = largest.slice((largest.size - _SAMPLED_BYTES) // 2, _SAMPLED_BYTES)
-    return _CODEC.compress(sample).size <= (1 - _MIN_SAVINGS) * _SAMPLED_BYTES
+    packed: pa.Buffer = _CODEC.compress(sample)
+    return bool(packed.size <= (1 - _MIN_SAVINGS) * _SAMPLED_BYTES)
 
 
 def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Message:

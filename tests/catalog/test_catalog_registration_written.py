@@ -77,7 +77,7 @@ def test_a_converted_file_damaged_in_place_is_still_refused(
     record still names the file, so its identity must include what a rewrite changes."""
     path = recording_factory("ep", num_frames=600)
     _flip_keeping_times(path, path.stat().st_size // 2)
-    with pytest.raises(CorruptRecordingError, match="checksum mismatch|invalid Arrow|readable"):
+    with pytest.raises(CorruptRecordingError, match=r"checksum mismatch|invalid Arrow|readable"):
         inspect_layer(path, source_uri=str(path), layer_name="base", converted=True)
 
 

@@ -64,8 +64,9 @@ class ZarrImporter(Importer):
     become raw images, as HDF5's raw cameras do: ``Image:buffer`` (each frame's ``H × W × C``
     values, little-endian) and the static ``Image:format`` (width, height, colour model, channel
     type, as Rerun's ``Image`` archetype names them), which ``RawImageDecoder`` reads;
-    ``image_dtype`` stores them at another dtype when every value converts exactly. A ``data/timestamp`` array (seconds) becomes the ``timestamp``
-    timeline; otherwise ``fps`` gives one on the exact grid ``frame_index * round(1e9 / fps)``.
+    ``image_dtype`` stores them at another dtype when every value converts exactly. A
+    ``data/timestamp`` array (seconds) becomes the ``timestamp`` timeline; otherwise ``fps``
+    gives one on the exact grid ``frame_index * round(1e9 / fps)``.
     Episodes are read one at a time, each chunk decompressed once.
 
     Args:
