@@ -344,7 +344,8 @@ class RecordingWriter:
         for entity in sorted(self._blocks):
             parts = [pa.table({**t, **{f"{entity}:{c}": a for c, a in comps.items()}})
                      for t, comps in self._blocks[entity]]
-            table = pa.concat_tables(parts, promote_options="permissive")
+            table = parts[0] if len(parts) == 1 else \
+                pa.concat_tables(parts, promote_options="permissive")
             first = next(iter(self._blocks[entity][0][0]))
             if table.num_rows > 1 and not _ascending(table.column(first)):
                 order = pa.compute.sort_indices(table, sort_keys=[(first, "ascending")])
