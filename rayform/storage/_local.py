@@ -1,7 +1,7 @@
 """Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface.
 
 Durability: an object's bytes and its name are fsynced before :meth:`LocalStore.put_object`
-returns, and a metadata file's bytes before its exclusive link and its folder after it, so a
+(or :meth:`LocalStore.put_own_object`, which moves a file the caller wrote into place) returns, and a metadata file's bytes before its exclusive link and its folder after it, so a
 commit (a snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports survives a
 power loss together with everything it names.
 """
@@ -107,6 +107,7 @@ class LocalStore(Store):
             if self.keep_object(sha256):
                 return sha256, size
             fsync_file(src)  # durable before any snapshot can name it, as in put_object
+            os.utime(src)  # its age counts from now, as a copy's would (gc's grace period)
             os.chmod(src, 0o444)
             try:
                 try:
