@@ -329,3 +329,15 @@ def test_mutated_metadata_never_escapes_as_a_raw_error(tmp_path: Path) -> None:
             refused += 1
         target.write_bytes(originals[target])
     assert refused > 0
+
+
+def test_big_endian_pixels_are_stored_little_endian(tmp_path: Path) -> None:
+    """Image:buffer holds little-endian values (what Image:format's channel types mean): a v2
+    store's big-endian ``>f4`` frames are converted, equal in value."""
+    from rayform.importers.zarr._importer import _pixel_rows
+
+    frames = np.arange(2 * 3 * 4 * 3, dtype=">f4").reshape(2, 3, 4, 3)
+    rows = _pixel_rows(frames, "img", tmp_path)
+    stored = [np.frombuffer(row[0], "<f4").reshape(3, 4, 3) for row in rows.to_pylist()]
+    np.testing.assert_array_equal(np.stack(stored), frames)
+    assert rows.to_pylist()[0][0] != frames[0].tobytes()  # the bytes did change order
