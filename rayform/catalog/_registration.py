@@ -376,6 +376,10 @@ WIDENED_KEY: Final = b"rayform:widened"
 narrower (a struct without some fields, non-nullable items), so ``rayform schema`` checks them."""
 
 
+_MERGE_KEYS: Final = frozenset({WIDENED_KEY, STATIC_KEY})
+"""The only field metadata :func:`merged_field` keeps."""
+
+
 def _layer_schema(header: RecordingHeader, schema: pa.Schema) -> pa.Schema:
     """A recording file's schema, its static-only columns marked with :data:`STATIC_KEY`."""
     fields = []
@@ -439,8 +443,11 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
             timelines[name] = kind  # type: ignore[assignment]
         for field in prep.schema:
             known_field = fields.get(field.name)
-            fields[field.name] = field if known_field is None \
-                else merged_field(known_field, field, prep.layer.source_uri)
+            if known_field is None:
+                fields[field.name] = field
+            elif not (known_field.equals(field, check_metadata=True)  # merges to itself
+                      and set(known_field.metadata or {}) <= _MERGE_KEYS):
+                fields[field.name] = merged_field(known_field, field, prep.layer.source_uri)
         property_types = merge_property_types(property_types, prep.layer.properties,
                                               source_uri=prep.layer.source_uri)
         existing = updated.get(prep.segment_id) or index.record(prep.segment_id)
