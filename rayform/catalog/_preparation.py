@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from rayform._atomic import fsync_file
 from rayform.catalog._metadata import SegmentRecord
 from rayform.catalog._registration import (
     DUPLICATE_FIX,
@@ -105,19 +107,31 @@ def convert_sources(sources: Sequence[SourceUri], layers: Sequence[str], staging
         require_options_read(options, local)
     used = []
     inspected: list[PreparedLayer] = []
-    for i, (source, layer) in enumerate(tqdm(list(zip(sources, layers, strict=True)), desc=desc,
-                                             unit="file", disable=not show)):
-        path, source_uri = local_source(source, staging / f"{i:06d}-source")
-        out = staging / f"{i:06d}"
-        out.mkdir()
-        importer = find_importer(path)
-        used.append(importer)
-        inspected += [inspect_layer(recording, source_uri=source_uri, layer_name=layer,
-                                    request_uri=source.uri)
-                      for recording in importer.configured(options).convert(path, out)]
+    # Converted recordings are flushed to disk while the next ones convert: storing them later
+    # fsyncs them (durable before a snapshot names them), which then finds nothing left to write.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rayform-flush") as flush:
+        for i, (source, layer) in enumerate(tqdm(list(zip(sources, layers, strict=True)),
+                                                 desc=desc, unit="file", disable=not show)):
+            path, source_uri = local_source(source, staging / f"{i:06d}-source")
+            out = staging / f"{i:06d}"
+            out.mkdir()
+            importer = find_importer(path)
+            used.append(importer)
+            for recording in importer.configured(options).convert(path, out):
+                converted = recording != path and recording.is_relative_to(out)
+                inspected.append(inspect_layer(recording, source_uri=source_uri,
+                                               layer_name=layer, request_uri=source.uri,
+                                               converted=converted))
+                if converted:
+                    flush.submit(_flush, recording)
     require_options_read(options, used)
     require_distinct(inspected)
     return inspected
+
+
+def _flush(path: Path) -> None:
+    with suppress(OSError):  # best effort: storing the file fsyncs it again and reports errors
+        fsync_file(path)
 
 
 def store_layers(store: Store, inspected: Sequence[PreparedLayer], *, desc: str, show: bool

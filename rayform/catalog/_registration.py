@@ -48,10 +48,17 @@ from rayform.errors import (
 )
 from rayform.recording._checksum import verify_recording
 from rayform.recording._columns import TimelineKind
-from rayform.recording._file import PropertyValue, RecordingHeader, fits_arrow, open_recording
+from rayform.recording._file import (
+    PropertyValue,
+    RecordingHeader,
+    fits_arrow,
+    open_recording,
+    open_recording_timelines,
+)
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._widening import merged_type
 from rayform.recording._writer import asset_dir_for
+from rayform.recording._written import written_file
 from rayform.storage._documents import FORMAT_VERSION
 from rayform.storage._fetch import SourceUri, fetch_file, parse_source
 from rayform.storage._store import Store, sha256_file
@@ -134,6 +141,9 @@ class PreparedLayer:
     source: Path | None = None
     asset_sources: tuple[Path, ...] = ()
     request_uri: str = ""  # the source as the caller gave it (registration results name it)
+    # The sha256 of ``source`` when this registration's importer wrote it (the store may then
+    # move the file in place of a copy, see Store.put_own_object); None: hashed while copied.
+    source_sha256: str | None = None
 
     @property
     def is_stored(self) -> bool:
@@ -153,15 +163,25 @@ def prepare_layer(store: Store, recording: Path, *, source_uri: str,
 
 
 def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
-                  request_uri: str = "") -> PreparedLayer:
+                  request_uri: str = "", converted: bool = False) -> PreparedLayer:
     """Validate and index a recording file without writing anything.
+
+    ``converted``: the file is an importer's output in this registration's own staging folder.
+    When this process's writer wrote it and it is unchanged since (see
+    :mod:`rayform.recording._written`), the writer's validation, checksum and file digest stand
+    and only its header and timelines are read; every other recording is verified in full.
 
     Raises:
         CorruptRecordingError: the file (or one of its assets) is damaged.
         InvalidNameError: its recording id is not a valid segment id.
     """
-    header, table = open_recording(recording)
-    verify_recording(recording, header, table)  # nothing invalid is ever content-addressed
+    written = written_file(recording) if converted else None
+    if written is not None:
+        header, schema, table = open_recording_timelines(recording)
+    else:
+        header, table = open_recording(recording)
+        verify_recording(recording, header, table)  # nothing invalid is ever content-addressed
+        schema = table.schema
     try:
         validate_segment_id(header.recording_id)
     except InvalidNameError as err:
@@ -191,9 +211,10 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
         entities=entities,
     )
     return PreparedLayer(segment_id=header.recording_id, layer_name=layer_name, layer=layer,
-                         timelines=dict(header.timelines), schema=_layer_schema(header, table),
+                         timelines=dict(header.timelines), schema=_layer_schema(header, schema),
                          source=recording, asset_sources=tuple(asset_sources),
-                         request_uri=request_uri)
+                         request_uri=request_uri,
+                         source_sha256=written.sha256 if written is not None else None)
 
 
 def fitted_properties(properties: dict[str, PropertyValue], *, source: str
@@ -245,7 +266,10 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
             continue
         stored, size = store.put_object(src)
         assets[stored] = size
-    digest, size = store.put_object(prepared.source)
+    if prepared.source_sha256 is not None:
+        digest, size = store.put_own_object(prepared.source, sha256=prepared.source_sha256)
+    else:
+        digest, size = store.put_object(prepared.source)
     layer = LayerRecord(**{**dict(prepared.layer), "object": digest, "size_bytes": size,
                            "assets": assets})
     return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
@@ -352,10 +376,14 @@ WIDENED_KEY: Final = b"rayform:widened"
 narrower (a struct without some fields, non-nullable items), so ``rayform schema`` checks them."""
 
 
-def _layer_schema(header: RecordingHeader, table: pa.Table) -> pa.Schema:
+_MERGE_KEYS: Final = frozenset({WIDENED_KEY, STATIC_KEY})
+"""The only field metadata :func:`merged_field` keeps."""
+
+
+def _layer_schema(header: RecordingHeader, schema: pa.Schema) -> pa.Schema:
     """A recording file's schema, its static-only columns marked with :data:`STATIC_KEY`."""
     fields = []
-    for field in table.schema.remove_metadata():
+    for field in schema.remove_metadata():
         entity, _, component = field.name.partition(":")
         static = header.static_entities.get(entity)
         temporal = header.entities.get(entity)
@@ -415,8 +443,11 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
             timelines[name] = kind  # type: ignore[assignment]
         for field in prep.schema:
             known_field = fields.get(field.name)
-            fields[field.name] = field if known_field is None \
-                else merged_field(known_field, field, prep.layer.source_uri)
+            if known_field is None:
+                fields[field.name] = field
+            elif not (known_field.equals(field, check_metadata=True)  # merges to itself
+                      and set(known_field.metadata or {}) <= _MERGE_KEYS):
+                fields[field.name] = merged_field(known_field, field, prep.layer.source_uri)
         property_types = merge_property_types(property_types, prep.layer.properties,
                                               source_uri=prep.layer.source_uri)
         existing = updated.get(prep.segment_id) or index.record(prep.segment_id)

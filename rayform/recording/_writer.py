@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import mmap
 import os
 import shutil
 import uuid
@@ -67,6 +68,7 @@ from rayform.recording._ipc_file import (
 )
 from rayform.recording._names import validate_entity_path, validate_segment_id
 from rayform.recording._widening import merged_type, widen
+from rayform.recording._written import remember_written
 
 TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
 ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
@@ -344,7 +346,8 @@ class RecordingWriter:
         for entity in sorted(self._blocks):
             parts = [pa.table({**t, **{f"{entity}:{c}": a for c, a in comps.items()}})
                      for t, comps in self._blocks[entity]]
-            table = pa.concat_tables(parts, promote_options="permissive")
+            table = parts[0] if len(parts) == 1 else \
+                pa.concat_tables(parts, promote_options="permissive")
             first = next(iter(self._blocks[entity][0][0]))
             if table.num_rows > 1 and not _ascending(table.column(first)):
                 order = pa.compute.sort_indices(table, sort_keys=[(first, "ascending")])
@@ -366,30 +369,33 @@ class RecordingWriter:
                     )
                 columns[field.name] = merged
         schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
+        types = list(columns.values())
         batches: list[pa.RecordBatch] = []
         encoded: list[EncodedBatch] = []
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
-        nulls: dict[tuple[int, pa.DataType], pa.Array] = {}  # one per length and type: many
-        for entity, is_static, table in entity_tables:        # entities lack most columns
+        nulls: dict[tuple[int, int], pa.Array] = {}  # one per length and column: many entities
+        whole = has_dictionary(schema)  # written whole by pyarrow (dictionary batches)
+        for entity, is_static, table in entity_tables:  # lack most columns
+            own = {name: table.column(name) for name in table.column_names}
             arrays = []
-            present = set(table.column_names)
-            for field in schema:
-                if field.name in present:
-                    column = table.column(field.name)
-                    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-                    arrays.append(widen(array, field.type))
-                else:
-                    key = (table.num_rows, field.type)
+            for i, (name, target) in enumerate(zip(columns, types, strict=True)):
+                column = own.get(name)
+                if column is None:
+                    key = (table.num_rows, i)
                     if key not in nulls:
-                        nulls[key] = pa.nulls(table.num_rows, type=field.type)
+                        nulls[key] = pa.nulls(table.num_rows, type=target)
                     arrays.append(nulls[key])
+                    continue
+                array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+                arrays.append(widen(array, target))
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
-            compress = self._compress and not has_encoded_media(batch, names)
-            encoded.append(encode_batch(batch, compress=compress))
+            if not whole:
+                compress = self._compress and not has_encoded_media(batch, names)
+                encoded.append(encode_batch(batch, compress=compress))
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
@@ -406,10 +412,9 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        if has_dictionary(schema):  # written whole by pyarrow (dictionary batches), uncompressed
+        if whole:  # uncompressed
             sink = pa.BufferOutputStream()
             write_plain_file(sink, schema, batches)
-            encoded = []
             digest = content_digest(header, schema, stored_messages(sink.getvalue()))
         else:
             digest = content_digest(header, schema,
@@ -422,6 +427,12 @@ class RecordingWriter:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
         _, schema, batches, encoded = self._assemble()
+        for batch in batches:  # what registration would check of the file: see _written
+            try:
+                batch.validate(full=True)
+            except (pa.ArrowInvalid, pa.ArrowException) as err:
+                raise ConfigError(f"recording {self._path}: logged data is not valid Arrow "
+                                  f"(an importer or caller bug): {err}") from err
         with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
                 atomic_path(self._path) as tmp:
             if has_dictionary(schema):
@@ -429,6 +440,7 @@ class RecordingWriter:
                     write_plain_file(sink, schema, batches)
             else:
                 write_recording_file(tmp, schema, encoded)
+            file_sha256 = _file_sha256(tmp)
             if self._assets:
                 asset_dir = asset_dir_for(self._path)
                 asset_dir.mkdir(parents=True, exist_ok=True)
@@ -438,6 +450,7 @@ class RecordingWriter:
                         dest.write_bytes(src)
                     else:
                         _link_or_copy(src, dest)
+        remember_written(self._path, sha256=file_sha256)
         self._closed = True
         return self._path
 
@@ -465,16 +478,21 @@ def _ascending(column: pa.ChunkedArray) -> bool:
     return bool(np.all(values[1:] >= values[:-1]))
 
 
+def _file_sha256(path: Path) -> str:
+    """sha256 of a file (memory-mapped: read from the page cache, no copy in memory)."""
+    with path.open("rb") as fh:
+        if os.fstat(fh.fileno()).st_size == 0:
+            return hashlib.sha256().hexdigest()
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            return hashlib.sha256(mapped).hexdigest()
+
+
 def _file_digest(src: Path) -> str:
     st = src.stat()
     key = (str(src.resolve()), st.st_size, st.st_mtime_ns, st.st_ino)
     digest = _DIGESTS.get(key)
     if digest is None:
-        h = hashlib.sha256()
-        with src.open("rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
-        digest = h.hexdigest()
+        digest = _file_sha256(src)
         if len(_DIGESTS) >= 4096:
             _DIGESTS.clear()
         _DIGESTS[key] = digest

@@ -1,7 +1,7 @@
 """Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface.
 
 Durability: an object's bytes and its name are fsynced before :meth:`LocalStore.put_object`
-returns, and a metadata file's bytes before its exclusive link and its folder after it, so a
+(or :meth:`LocalStore.put_own_object`, which moves a file the caller wrote into place) returns, and a metadata file's bytes before its exclusive link and its folder after it, so a
 commit (a snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports survives a
 power loss together with everything it names.
 """
@@ -103,6 +103,27 @@ class LocalStore(Store):
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
+
+    def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
+        with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):
+            dest = self._path(object_key(sha256))
+            size = src.stat().st_size
+            if self.keep_object(sha256):
+                return sha256, size
+            fsync_file(src)  # durable before any snapshot can name it, as in put_object
+            os.utime(src)  # its age counts from now, as a copy's would (gc's grace period)
+            os.chmod(src, 0o444)
+            try:
+                try:
+                    os.replace(src, dest)
+                except FileNotFoundError:  # first object under this prefix
+                    make_dirs_durable(dest.parent, root=self.root)
+                    os.replace(src, dest)
+            except OSError:  # another filesystem (a staging folder elsewhere): copy
+                os.chmod(src, 0o644)
+                return self._put_object(src)
+            fsync_dir(dest.parent)
+            return sha256, size
 
     def keep_object(self, digest: str) -> bool:
         """True when the object is stored; its modification time is renewed, so that a

@@ -80,6 +80,12 @@ class Store(ABC):
     def put_object(self, src: Path) -> tuple[str, int]:
         """Copy ``src`` into the object store under its sha256; returns (digest, size)."""
 
+    def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
+        """Store a file the caller wrote and gives up (it may be gone afterwards), whose sha256
+        it computed while writing it; returns (digest, size). A local store moves the file into
+        place instead of copying and hashing it again; other stores copy as :meth:`put_object`."""
+        return self.put_object(src)
+
     def keep_object(self, digest: str) -> bool:
         """True when the object is stored, marking it as in use where the store can (a local
         catalog renews its time, so a concurrent garbage collection keeps it)."""

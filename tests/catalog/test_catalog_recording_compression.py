@@ -56,7 +56,7 @@ def test_compressed_values_read_back_exactly(recording_factory: RecordingFactory
 def test_media_columns_view_the_memory_mapped_file(recording_factory: RecordingFactory) -> None:
     """Media batches are not compressed, so their bytes are read in place from the page cache;
     compressed batches are decompressed into memory (their buffers lie outside the file)."""
-    path = recording_factory("ep")
+    path = recording_factory("ep", num_frames=600)
     size = path.stat().st_size
     with pa.memory_map(str(path), "r") as mm:
         start = mm.read_buffer().address
@@ -91,7 +91,7 @@ def _as_version_2(src: Path, dest: Path) -> Path:
 
 def test_version_2_recordings_still_register_with_the_same_values(
         robots: DatasetEntry, tmp_path: Path, recording_factory: RecordingFactory) -> None:
-    new = recording_factory("v3", seed=4)
+    new = recording_factory("v3", seed=4, num_frames=600)
     old = _as_version_2(new, tmp_path / "v2.rfr")
     assert old.stat().st_size > new.stat().st_size
     header, _ = open_recording(old)
@@ -105,12 +105,12 @@ def test_version_2_recordings_still_register_with_the_same_values(
 def test_compress_false_stores_every_batch_as_is(tmp_path: Path) -> None:
     from rayform import RecordingWriter
 
-    values = np.zeros((200, 7))
+    values = np.zeros((400, 7))
     sizes = {}
     for compress in (True, False):
         path = tmp_path / f"{compress}.rfr"
         with RecordingWriter(path, recording_id="ep", compress=compress) as rec:
-            rec.log_scalars("/q", timelines={"frame_index": np.arange(200)}, values=values)
+            rec.log_scalars("/q", timelines={"frame_index": np.arange(400)}, values=values)
         _, table = open_recording(path)
         plain = [pa.ipc.read_message(b.serialize()).body for b in table.to_batches()]
         as_is = [body.equals(raw) for body, raw in zip(_stored_bodies(path), plain, strict=True)]
@@ -119,6 +119,30 @@ def test_compress_false_stores_every_batch_as_is(tmp_path: Path) -> None:
             np.asarray(table.column("/q:Scalars:scalars").combine_chunks().flatten()), 0.0)
         sizes[compress] = path.stat().st_size
     assert sizes[True] * 4 < sizes[False]
+
+
+def test_small_batches_are_stored_as_is(tmp_path: Path) -> None:
+    """Below MIN_COMPRESSED_BYTES a batch is not compressed (per-buffer zstd costs more time
+    than the few bytes it saves); the large entity beside it still is."""
+    from rayform import RecordingWriter
+    from rayform.recording._ipc_file import MIN_COMPRESSED_BYTES
+
+    small_rows = MIN_COMPRESSED_BYTES // 8 // 7 // 2  # its timeline, offsets and nulls count too
+    path = tmp_path / "mixed.rfr"
+    with RecordingWriter(path, recording_id="ep") as rec:
+        rec.log_scalars("/big", timelines={"frame_index": np.arange(2000)},
+                        values=np.zeros((2000, 7)))
+        rec.log_scalars("/small", timelines={"frame_index": np.arange(small_rows)},
+                        values=np.zeros((small_rows, 7)))
+    header, table = open_recording(path)
+    plain = {entity: pa.ipc.read_message(b.serialize()).body
+             for entity, b in zip(_entity_of_batch(header), table.to_batches(), strict=True)}
+    stored = dict(zip(_entity_of_batch(header), _stored_bodies(path), strict=True))
+    assert stored["/small"].equals(plain["/small"])
+    assert stored["/big"].size < plain["/big"].size / 4
+    np.testing.assert_array_equal(
+        np.asarray(table.column("/small:Scalars:scalars").combine_chunks().drop_null().flatten()),
+        0.0)
 
 
 @pytest.mark.parametrize("plan", [(), (True,), (False,), (True, False, True), (False, True)])

@@ -38,13 +38,13 @@ from rayform.importers.zarr._store import (
     is_replay_buffer,
     open_replay_buffer,
 )
-from rayform.recording._columns import SCALARS
+from rayform.recording._columns import IMAGE_BUFFER, IMAGE_FORMAT, SCALARS
 from rayform.recording._file import PropertyValue
 from rayform.recording._writer import RecordingWriter, TimelineLike
 
 FRAME_INDEX: Final = "frame_index"
 TIMESTAMP: Final = "timestamp"
-IMAGE_FORMAT: Final = "Image:format"
+_MAX_BINARY: Final = 2**31 - 1
 _TIMESTAMP_ARRAY: Final = "timestamp"
 _EPOCH_S: Final = 1e8  # seconds: timestamps above this are wall-clock (epoch) times
 # Rerun's ColorModel and ChannelDatatype codes (the Image archetype's format struct).
@@ -60,11 +60,13 @@ class ZarrImporter(Importer):
     Each episode (the rows between two ``meta/episode_ends``) becomes the segment
     ``episode_<n:06d>``; each array ``data/<name>`` becomes the entity ``/<name>`` with one row
     per step, its values flattened into ``Scalars:scalars`` at the stored dtype. Arrays of images
-    stored as pixels (``(T, H, W, C)`` with 1, 3 or 4 channels; PushT's ``img`` is float32) also
-    get the static ``Image:format`` (width, height, colour model, channel type, as Rerun's
-    ``Image`` archetype names them); ``image_dtype`` stores them at another dtype when every
-    value converts exactly. A ``data/timestamp`` array (seconds) becomes the ``timestamp``
-    timeline; otherwise ``fps`` gives one on the exact grid ``frame_index * round(1e9 / fps)``.
+    stored as pixels (``(T, H, W, C)`` with 1, 3 or 4 channels; PushT's ``img`` is float32)
+    become raw images, as HDF5's raw cameras do: ``Image:buffer`` (each frame's ``H × W × C``
+    values, little-endian) and the static ``Image:format`` (width, height, colour model, channel
+    type, as Rerun's ``Image`` archetype names them), which ``RawImageDecoder`` reads;
+    ``image_dtype`` stores them at another dtype when every value converts exactly. A
+    ``data/timestamp`` array (seconds) becomes the ``timestamp`` timeline; otherwise ``fps``
+    gives one on the exact grid ``frame_index * round(1e9 / fps)``.
     Episodes are read one at a time, each chunk decompressed once.
 
     Args:
@@ -170,11 +172,14 @@ class ZarrImporter(Importer):
                     rows = _converted(rows, self.image_dtype[name], name, path)
                     fmt = {**fmt, "channel_datatype": _CHANNEL_TYPES[rows.dtype.name]}
                 entity = "/" + name
+                if fmt is None:
+                    rec.log_columns(entity, timelines=timelines,
+                                    components={SCALARS: _flat_rows(rows)})
+                    continue
                 rec.log_columns(entity, timelines=timelines,
-                                components={SCALARS: _flat_rows(rows)})
-                if fmt is not None:
-                    rec.log_static(entity, components={
-                        IMAGE_FORMAT: pa.array([[fmt]], pa.list_(IMAGE_FORMAT_TYPE))})
+                                components={IMAGE_BUFFER: _pixel_rows(rows, name, path)})
+                rec.log_static(entity, components={
+                    IMAGE_FORMAT: pa.array([[fmt]], pa.list_(IMAGE_FORMAT_TYPE))})
 
 
 def _report(caught: list[warnings.WarningMessage], path: Path) -> None:
@@ -217,6 +222,23 @@ def _flat_rows(rows: npt.NDArray[Any]) -> pa.Array:
     width = flat.shape[1]
     offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
     return pa.ListArray.from_arrays(offsets, pa.array(flat.reshape(-1)))
+
+
+def _pixel_rows(rows: npt.NDArray[Any], name: str, path: Path) -> pa.Array:
+    """``Image:buffer`` rows: each frame's ``(H, W, C)`` values as little-endian bytes, the
+    layout HDF5's raw cameras and ``sensor_msgs/Image`` have (no copy when already so)."""
+    little = np.ascontiguousarray(rows, dtype=rows.dtype.newbyteorder("<"))
+    count = len(little)
+    frame = little[0].nbytes if count else 0
+    if count * frame > _MAX_BINARY:
+        raise FormatError(f"{path}: data/{name} holds {count * frame} bytes of frames in one "
+                          f"episode; rayform stores at most {_MAX_BINARY} bytes of one camera "
+                          "per segment")
+    offsets = np.arange(0, (count + 1) * frame, frame, dtype=np.int32) if count else \
+        np.zeros(1, np.int32)
+    buffers = pa.Array.from_buffers(pa.binary(), count, [None, pa.py_buffer(offsets),
+                                                         pa.py_buffer(little.reshape(-1))])
+    return pa.ListArray.from_arrays(pa.array(np.arange(count + 1, dtype=np.int32)), buffers)
 
 
 def _source_times(seconds: npt.NDArray[Any], path: Path) -> npt.NDArray[Any]:

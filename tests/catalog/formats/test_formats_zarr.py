@@ -33,6 +33,14 @@ def _values(ds: object, segment: str, column: str, timeline: str = "frame_index"
     return np.array(seg.column(column, timeline).values.to_pylist())
 
 
+def _pixels(ds: object, segment: str, name: str, dtype: str) -> np.ndarray:
+    """An ``Image:buffer`` entity's frames as stored: one row of values per frame."""
+    column = ds.open_segment(segment).column(f"/{name}:Image:buffer",  # type: ignore[attr-defined]
+                                             "frame_index")
+    frames = [row[0] for row in column.values.to_pylist()]
+    return np.stack([np.frombuffer(f, dtype=dtype) for f in frames])
+
+
 def _properties(ds: object) -> dict[str, dict[str, object]]:
     rows = ds.segment_table_arrow().to_pylist()  # type: ignore[attr-defined]
     return {r["rerun_segment_id"]: {k.removeprefix("property:"): v for k, v in r.items()
@@ -57,10 +65,12 @@ def test_pusht_episodes_equal_zarrs_read(realdata: Path, catalog: Catalog,
         assert props[segment]["length"] == stop - start
         assert props[segment]["source_first_row"] == start
         assert props[segment]["time_grid"] == "from_rate"
-        for name in ("state", "action", "keypoint", "n_contacts", "img"):
+        for name in ("state", "action", "keypoint", "n_contacts"):
             source = group[f"data/{name}"][start:stop]
             got = _values(ds, segment, f"/{name}:Scalars:scalars").astype(np.float32)
             assert got.tobytes() == source.reshape(stop - start, -1).tobytes(), name
+        pixels = group["data/img"][start:stop]
+        assert _pixels(ds, segment, "img", "<f4").tobytes() == pixels.astype("<f4").tobytes()
         seg = ds.open_segment(segment)
         np.testing.assert_array_equal(seg.column("/state:Scalars:scalars", "timestamp").index,
                                       np.arange(stop - start) * 100_000_000)
@@ -80,13 +90,47 @@ def test_pusht_images_at_a_declared_dtype(realdata: Path, catalog: Catalog,
     ds.register(store)
     source = zarr.open_group(str(store), mode="r")["data/img"][161:279]
     schema = {f.name: str(f.type) for f in ds.schema().arrow}
-    assert schema["/img:Scalars:scalars"] == "list<item: uint8>"
-    got = _values(ds, "episode_000001", "/img:Scalars:scalars")
+    assert schema["/img:Image:buffer"] == "list<item: binary>"
+    assert "/img:Scalars:scalars" not in schema
+    got = _pixels(ds, "episode_000001", "img", "u1")
     np.testing.assert_array_equal(got, source.reshape(118, -1).astype(np.uint8))
     fmt = ds.open_segment("episode_000001").column("/img:Image:format", "frame_index")
     assert fmt.values[0].as_py()[0]["channel_datatype"] == 6  # U8
     assert ds.timelines == {"frame_index": "sequence"}
     assert _properties(ds)["episode_000001"]["time_grid"] == "frame_index_only"
+
+
+@pytest.mark.realdata
+def test_pusht_pixels_load_as_images_equal_to_zarrs_read(realdata: Path, catalog: Catalog,
+                                                         own_registry: None) -> None:
+    """A dataloader Field with RawImageDecoder yields PushT's frames, float32 as stored, equal to
+    the zarr array (channels first, as every image decoder gives them); at a declared dtype
+    the same frames come as uint8."""
+    torch = pytest.importorskip("torch")
+    from rayform.dataloader import DataSource, Field, RerunMapDataset
+    from rayform.decoders import RawImageDecoder
+
+    torch.set_num_threads(1)
+    store = realdata / PUSHT
+    source = zarr.open_group(str(store), mode="r")["data/img"][0:161]
+    register_importer(ZarrImporter(fps=10, episodes=[0]))
+    ds = catalog.create_dataset("pusht")
+    ds.register(store)
+    data = RerunMapDataset(DataSource(ds), "frame_index",
+                           {"img": Field("/img:Image:buffer", RawImageDecoder())})
+    assert len(data) == 161
+    for i in (0, 80, 160):
+        got = data[i]["img"]
+        assert got.dtype == torch.float32 and tuple(got.shape) == (3, 96, 96)
+        np.testing.assert_array_equal(got.numpy().transpose(1, 2, 0), source[i])
+    register_importer(ZarrImporter(fps=10, episodes=[0], image_dtype={"img": "uint8"}))
+    ds8 = catalog.create_dataset("pusht8")
+    ds8.register(store)
+    data8 = RerunMapDataset(DataSource(ds8), "frame_index",
+                            {"img": Field("/img:Image:buffer", RawImageDecoder())})
+    got8 = data8[42]["img"]
+    assert got8.dtype == torch.uint8
+    np.testing.assert_array_equal(got8.numpy().transpose(1, 2, 0), source[42].astype(np.uint8))
 
 
 @pytest.mark.parametrize("zarr_format", [2, 3])
@@ -106,10 +150,12 @@ def test_v2_v3_folders_and_zips_register_every_episode(tmp_path: Path, catalog: 
     for i, (start, length) in enumerate(zip(starts, LENGTHS, strict=True)):
         segment = f"episode_{i:06d}"
         for name, values in arrays.items():
-            got = _values(ds, segment, f"/{name}:Scalars:scalars")
-            np.testing.assert_array_equal(got, values[start:start + length].reshape(length, -1))
+            rows = values[start:start + length].reshape(length, -1)
+            got = _pixels(ds, segment, name, "u1") if name == "camera0_rgb" \
+                else _values(ds, segment, f"/{name}:Scalars:scalars")
+            np.testing.assert_array_equal(got, rows)
     schema = {f.name: str(f.type) for f in ds.schema().arrow}
-    assert schema["/camera0_rgb:Scalars:scalars"] == "list<item: uint8>"
+    assert schema["/camera0_rgb:Image:buffer"] == "list<item: binary>"
     fmt = ds.open_segment("episode_000000").column("/camera0_rgb:Image:format", "frame_index")
     assert fmt.values[0].as_py()[0]["width"] == 8 and fmt.values[0].as_py()[0]["height"] == 6
     assert "/robot0_eef_pos:Image:format" not in schema
@@ -292,3 +338,15 @@ def test_older_python_is_told_zarr_needs_3_11(tmp_path: Path, catalog: Catalog,
     ds = catalog.create_dataset("z")
     with pytest.raises(ImportError, match=r"needs Python 3\.11 or newer \(this is Python 3\.10\)"):
         ds.register(tmp_path / "buf.zarr")
+
+
+def test_big_endian_pixels_are_stored_little_endian(tmp_path: Path) -> None:
+    """Image:buffer holds little-endian values (what Image:format's channel types mean): a v2
+    store's big-endian ``>f4`` frames are converted, equal in value."""
+    from rayform.importers.zarr._importer import _pixel_rows
+
+    frames = np.arange(2 * 3 * 4 * 3, dtype=">f4").reshape(2, 3, 4, 3)
+    rows = _pixel_rows(frames, "img", tmp_path)
+    stored = [np.frombuffer(row[0], "<f4").reshape(3, 4, 3) for row in rows.to_pylist()]
+    np.testing.assert_array_equal(np.stack(stored), frames)
+    assert rows.to_pylist()[0][0] != frames[0].tobytes()  # the bytes did change order
