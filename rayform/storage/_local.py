@@ -2,8 +2,9 @@
 
 Durability: an object's bytes and its name are fsynced before :meth:`LocalStore.put_object`
 (or :meth:`LocalStore.put_own_object`, which moves a file the caller wrote into place) returns,
-and a metadata file's bytes before its exclusive link and its folder after it, so a commit (a snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports
-survives a power loss together with everything it names.
+and a metadata file's bytes before its exclusive link and its folder after it, so a commit (a
+snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports survives a power loss
+together with everything it names.
 """
 
 from __future__ import annotations
