@@ -60,6 +60,7 @@ from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
 from rayform.dataloader._gather import dense_column, dense_values, gather_arrow
 from rayform.dataloader._keyframes import KeyframeIndex
+from rayform.dataloader._sample_batch import SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
@@ -247,8 +248,9 @@ class SamplePipeline:
 
     # ---------------------------------------------------------------------------- running
     def process(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
-                decode_errors: DecodeErrorPolicy | None = None) -> list[Sample]:
-        """Decode the samples at ``indices`` (global); one dict per index, in the same order.
+                decode_errors: DecodeErrorPolicy | None = None) -> SampleBatch:
+        """Decode the samples at ``indices`` (global); one dict per index, in the same order
+        (a :class:`SampleBatch`: also the batch collated without a stack).
 
         ``decode_errors`` overrides :attr:`decode_errors` for this call.
 
@@ -259,7 +261,8 @@ class SamplePipeline:
         with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": len(indices)}):
             block = self.resolve(indices, gather=True)
         with tracing_scope("rayform.decode", attributes={"rayform.num_samples": len(indices)}):
-            return self.decode_reporting(block, decode_errors=decode_errors)[0]
+            columns = self.decode_columns(block, decode_errors=decode_errors)
+        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
 
     def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
                                   ) -> list[Sample]:
