@@ -58,7 +58,7 @@ from rayform.dataloader._decode_policy import (
 )
 from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
-from rayform.dataloader._gather import dense_column, dense_values, gather_arrow
+from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._sample_batch import SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
@@ -387,8 +387,14 @@ class SamplePipeline:
                     column = dense_column(dense, dense_type, keep, n, width)
                     out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
                 else:
-                    column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
-                        plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
+                    blobs = None if starts_all is not None else gather_blobs(
+                        plan.column_type, runs, cols, rows_all, ok)
+                    if blobs is not None:
+                        column, all_rows = blobs
+                        dec_all_start = dec_all_stop = None
+                    else:
+                        column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
+                            plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
                     out_rows = all_rows[keep]
                     dec_start = None if dec_all_start is None else dec_all_start[keep]
                     dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
