@@ -89,27 +89,34 @@ def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
     blob_type = column_type.value_type
     if not (pa.types.is_binary(blob_type) or pa.types.is_large_binary(blob_type)):
         return None
+    if any(col is not None and col.blobs is None for col in cols):
+        return None
+    # One sorted key per distinct (run, row) read: each blob is copied (and decoded) once.
+    widths = [b - a for _, a, b in runs]
+    run_of = np.repeat(np.arange(len(runs), dtype=np.int64), widths)
+    present = np.array([col is not None for col in cols], dtype=np.bool_)
+    read = ok[:, None] & (rows_all >= 0) & present[run_of][:, None]
+    span = max(int(rows_all.max()), 0) + 1 if rows_all.size else 1
+    keys = run_of[:, None] * span + rows_all
+    unique, inverse = np.unique(keys[read], return_inverse=True)
     out_rows = np.zeros_like(rows_all)
+    out_rows[read] = inverse.reshape(-1)
+    unique_runs = unique // span
+    unique_rows = unique - unique_runs * span
+    bounds = np.searchsorted(unique_runs, np.arange(len(runs) + 1)).tolist()
     views: list[memoryview] = []
     lengths: list[npt.NDArray[np.int64]] = []
-    count = 0
-    for (_, a, b), col in zip(runs, cols, strict=True):
-        if col is None:
+    for r, col in enumerate(cols):
+        lo, hi = bounds[r], bounds[r + 1]
+        if lo == hi or col is None or col.blobs is None:
             continue
         table = col.blobs
-        if table is None:
-            return None
-        run_ok = ok[a:b]
-        if not run_ok.any():
-            continue
-        rows = rows_all[a:b]
-        need = np.unique(rows[run_ok])
-        out_rows[a:b] = np.searchsorted(need, rows) + count
+        need = unique_rows[lo:hi]
         starts, stops = table.starts[need], table.stops[need]
         data = table.data
-        views += [data[lo:hi] for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True)]
+        views += [data[a:b] for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
         lengths.append(stops - starts)
-        count += len(need)
+    count = len(unique)
     blob_offsets = np.zeros(count + 1, dtype=np.int64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=blob_offsets[1:])
