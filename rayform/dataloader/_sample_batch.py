@@ -28,13 +28,15 @@ class SampleBatch(list[dict[str, Any]]):
     Args:
         samples: the per-sample dicts, in batch order.
         collate: builds ``default_collate(samples)``'s result without stacking (views of the
-            decode buffers); ``None`` when the batch has none (missing data, skipped samples).
+            decode buffers), or returns ``None`` when the samples need the stack after all;
+            ``None`` when the batch has no such form (skipped samples).
     """
 
     __slots__ = ("_collate",)
 
-    def __init__(self, samples: Iterable[dict[str, Any]],
-                 collate: Callable[[], Batch] | None = None) -> None:
+    def __init__(
+        self, samples: Iterable[dict[str, Any]], collate: Callable[[], Batch | None] | None = None
+    ) -> None:
         super().__init__(samples)
         self._collate = collate
 

@@ -49,28 +49,31 @@ def assert_same_batch(got: Any, want: Any, path: str = "") -> None:
 
 
 def shares_memory(batch_tensor: torch.Tensor, samples: list[dict[str, Any]], key: str) -> bool:
-    return batch_tensor.untyped_storage().data_ptr() == \
-        samples[0][key].untyped_storage().data_ptr()
+    return batch_tensor.untyped_storage().data_ptr() == samples[0][key].untyped_storage().data_ptr()
 
 
 @pytest.mark.parametrize("edge", ["trim", "pad"])
 @pytest.mark.parametrize("timeline", ["frame_index", "real_time"])
-def test_map_batches_equal_default_collate(robots_dataset: DatasetEntry, edge: str,
-                                           timeline: str) -> None:
+def test_map_batches_equal_default_collate(robots_dataset: DatasetEntry, edge: str, timeline: str) -> None:
     from rayform.dataloader import FixedRateSampling
 
-    fields = {"state": Field(JOINTS, NumericDecoder()),
-              "action": Field(JOINTS, NumericDecoder(),
-                              window=(0, 1, 2, 3) if timeline == "frame_index"
-                              else (0.0, 0.01, 0.02, 0.03)),
-              "camera": Field(CAMERA, ImageDecoder())}
+    fields = {
+        "state": Field(JOINTS, NumericDecoder()),
+        "action": Field(
+            JOINTS,
+            NumericDecoder(),
+            window=(0, 1, 2, 3) if timeline == "frame_index" else (0.0, 0.01, 0.02, 0.03),
+        ),
+        "camera": Field(CAMERA, ImageDecoder()),
+    }
     sampling = None if timeline == "frame_index" else FixedRateSampling(rate_hz=50)
-    ds = RerunMapDataset(DataSource(robots_dataset), timeline, fields, timeline_sampling=sampling,
-                         edge=edge, decode_threads=2)
+    ds = RerunMapDataset(
+        DataSource(robots_dataset), timeline, fields, timeline_sampling=sampling, edge=edge, decode_threads=2
+    )
     collate = PooledBatchCollator()
     order = np.random.default_rng(3).permutation(len(ds))
     for start in range(0, len(ds), 8):
-        indices = order[start:start + 8].tolist()
+        indices = order[start : start + 8].tolist()
         samples = ds.__getitems__(indices)
         assert isinstance(samples, SampleBatch) and samples.has_collated
         got = collate(samples)
@@ -84,9 +87,11 @@ def test_map_batches_equal_default_collate(robots_dataset: DatasetEntry, edge: s
 
 def test_missing_data_takes_the_stacking_path(robots_dataset: DatasetEntry) -> None:
     # The gripper starts at row 2: the first samples have none (None in the sample dict).
-    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index",
-                         {"gripper": Field(GRIPPER, NumericDecoder()),
-                          "camera": Field(CAMERA, ImageDecoder())})
+    ds = RerunMapDataset(
+        DataSource(robots_dataset),
+        "frame_index",
+        {"gripper": Field(GRIPPER, NumericDecoder()), "camera": Field(CAMERA, ImageDecoder())},
+    )
     samples = ds.__getitems__([0, 1, 2, 3])
     assert samples[0]["gripper"] is None
     assert samples.collated() is None
@@ -95,11 +100,14 @@ def test_missing_data_takes_the_stacking_path(robots_dataset: DatasetEntry) -> N
 
 
 def test_excluded_ranges_are_honoured(robots_dataset: DatasetEntry) -> None:
-    fields = {"state": Field(JOINTS, NumericDecoder(), window=(-1, 0, 1)),
-              "camera": Field(CAMERA, ImageDecoder())}
+    fields = {
+        "state": Field(JOINTS, NumericDecoder(), window=(-1, 0, 1)),
+        "camera": Field(CAMERA, ImageDecoder()),
+    }
     gone = ExcludedRange(segment_id="ep1", timeline="frame_index", start=10, end=14)
-    ds = RerunMapDataset(DataSource(robots_dataset, excluded=(gone,)), "frame_index", fields,
-                         sample_metadata=True)
+    ds = RerunMapDataset(
+        DataSource(robots_dataset, excluded=(gone,)), "frame_index", fields, sample_metadata=True
+    )
     plain = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields)
     assert len(ds) < len(plain)
     collate = PooledBatchCollator()
@@ -113,13 +121,17 @@ def test_excluded_ranges_are_honoured(robots_dataset: DatasetEntry) -> None:
 
 
 def test_workers_send_the_collated_batch(robots_dataset: DatasetEntry) -> None:
-    fields = {"state": Field(JOINTS, NumericDecoder(), window=(0, 1)),
-              "camera": Field(CAMERA, ImageDecoder())}
-    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields, edge="pad",
-                         sample_metadata=True)
+    fields = {
+        "state": Field(JOINTS, NumericDecoder(), window=(0, 1)),
+        "camera": Field(CAMERA, ImageDecoder()),
+    }
+    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields, edge="pad", sample_metadata=True)
     plain = list(DataLoader(ds, batch_size=8))
-    pooled = list(DataLoader(ds, batch_size=8, num_workers=2, collate_fn=PooledBatchCollator(),
-                             multiprocessing_context="fork"))
+    pooled = list(
+        DataLoader(
+            ds, batch_size=8, num_workers=2, collate_fn=PooledBatchCollator(), multiprocessing_context="fork"
+        )
+    )
     assert len(plain) == len(pooled)
     for got, want in zip(pooled, plain, strict=True):
         assert_same_batch(got, want)
@@ -139,8 +151,14 @@ def episode_slice(tmp_path: Path) -> Any:
 def test_episode_batches_equal_default_collate(episode_slice: Any, edge: str) -> None:
     from rayform.torch import EpisodeDataset
 
-    ds = EpisodeDataset(episode_slice, obs=["cam0/rgb", "wrist/rgb", "joints/position"],
-                        action="joints/position_delta", fps=15, horizon=4, edge=edge)
+    ds = EpisodeDataset(
+        episode_slice,
+        obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+        action="joints/position_delta",
+        fps=15,
+        horizon=4,
+        edge=edge,
+    )
     collate = PooledBatchCollator()
     for indices in ([0, 7, 3, 11, 2], list(range(len(ds)))):
         samples = ds.__getitems__(indices)
