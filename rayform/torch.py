@@ -43,6 +43,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -55,7 +56,7 @@ except ImportError as _err:
 
     raise ImportError(missing_message("torch", extra="torch",
                                       feature="rayform.torch")) from _err
-from torch.utils.data import Dataset
+from torch.utils.data import Dataset, default_collate
 
 from rayform._frames import canonical_frame, convert_pose
 from rayform.catalog import Catalog, DatasetView, Slice
@@ -71,6 +72,7 @@ from rayform.dataloader import (
 from rayform.dataloader._config import EdgeMode, check_edge
 from rayform.dataloader._empty_space import longest_segment, span_text
 from rayform.dataloader._pipeline import IS_PAD_SUFFIX, META_KEY
+from rayform.dataloader._sample_batch import SampleBatch
 from rayform.dataloader._samplers import EpochSampler
 from rayform.decoders import RawImageDecoder, TextDecoder
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
@@ -396,7 +398,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         except OfflineError as err:
             raise OfflineError(str(err).replace("rayform pull slc_…",
                                                 f"rayform pull {self.slice.id}")) from err
-        return [self._finish(sample) for sample in raw]
+        samples = [self._finish(sample) for sample in raw]
+        if not isinstance(raw, SampleBatch) or not raw.has_collated:
+            return samples
+        return SampleBatch(samples, partial(self._finish_batch, raw, samples))
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         """This process's shard of the epoch (disjoint across ``torch.distributed`` ranks)."""
@@ -428,6 +433,30 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         out[META_KEY] = {"slice": self.slice.id, "segment": segment,
                          "segment_version": meta["segment_version"],
                          "site": self._sites.get(segment, "")}
+        return out
+
+    def _finish_batch(self, raw: SampleBatch, samples: list[dict[str, Any]]
+                      ) -> dict[str, Any] | None:
+        """``default_collate(samples)`` built from the map batch's collated tensors (no stack of
+        the images); ``None`` where the samples need per-sample work (poses, missing data)."""
+        batch = raw.collated()
+        if batch is None or not samples:
+            return None
+        out: dict[str, Any] = {}
+        for entity in [*self._obs, *([self._action] if self._action is not None else [])]:
+            if entity.kind == "pose" or any(batch.get(k) is None for k in entity.keys):
+                return None
+            value = batch[entity.keys[0]]
+            if entity.kind == "image":
+                value = _three_channels(value)
+            elif entity.kind == "numeric":
+                value = value.to(torch.float32)
+            out[entity.name] = value
+        if self._action is not None and self.edge == "pad":
+            out[ACTION_PAD_KEY] = batch[self._action.keys[0] + IS_PAD_SUFFIX]
+        small = default_collate([{k: s[k] for k in (TASK_KEY, TIME_KEY, META_KEY)}
+                                 for s in samples])
+        out.update(small)
         return out
 
     def _value(self, entity: _Entity, raw: dict[str, Any], segment: str) -> Any:

@@ -253,6 +253,28 @@ class BlockColumns:
         """The dict of the sample at block position ``position``."""
         return {key: _value(col, position) for key, col in self.columns.items()}
 
+    def collated(self) -> dict[str, Any] | None:
+        """The whole block as ``default_collate(self.samples())`` would make it, without the
+        stack: a stacked column in block order is its tensor (a view of the decode buffer), any
+        other one ``index_select``; list columns go through ``default_collate``. ``None`` when a
+        sample lacks a value (``default_collate`` cannot collate ``None`` either)."""
+        if not self.size:
+            return None
+        batch: dict[str, Any] = {}
+        for key, col in self.columns.items():
+            if isinstance(col, StackedColumn):
+                if col.identity:
+                    batch[key] = col.tensor
+                    continue
+                if len(col.rows) and int(col.rows.min()) < 0:
+                    return None
+                batch[key] = gather_rows(col.tensor, torch.from_numpy(col.rows))
+            else:
+                if any(item is None for item in col.items):
+                    return None
+                batch[key] = default_collate(col.items)
+        return batch
+
 
 def _stacked(col: Column) -> StackedColumn:
     assert isinstance(col, StackedColumn)

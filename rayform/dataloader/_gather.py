@@ -2,7 +2,9 @@
 
 Numeric ``list<number>`` rows of uniform width are gathered with numpy and wrapped as a ``List``
 column of the original type; other columns take the rows each segment needs (a zero-copy slice
-when they are dense) and concatenate them, segment after segment, ascending within a segment.
+when they are dense) and concatenate them, segment after segment, ascending within a segment;
+blob columns with one blob per row (encoded images) join the rows' bytes into one new column
+instead (:func:`gather_blobs`: no Arrow ``take`` per segment).
 """
 
 from __future__ import annotations
@@ -68,6 +70,70 @@ def gather_arrow(column_type: pa.DataType, runs: list[tuple[str, int, int]],
     column = parts[0] if len(parts) == 1 else (
         pa.concat_arrays(parts) if parts else pa.array([], type=column_type))
     return column, out_rows, dec_start, dec_stop
+
+
+def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
+                 cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
+                 ok: npt.NDArray[np.bool_]
+                 ) -> tuple[pa.Array, npt.NDArray[np.int64]] | None:
+    """Like :func:`gather_arrow` for a column whose segments all have a
+    :class:`~rayform.dataloader._segment_columns.BlobTable`: the rows each segment needs, their
+    blobs joined into one ``column_type`` column (one blob per row). ``None`` when a segment's
+    column has no blob table (the caller then uses :func:`gather_arrow`).
+
+    Returns:
+        ``(column, batch rows [B, T])``.
+    """
+    if not (pa.types.is_list(column_type) or pa.types.is_large_list(column_type)):
+        return None
+    blob_type = column_type.value_type
+    if not (pa.types.is_binary(blob_type) or pa.types.is_large_binary(blob_type)):
+        return None
+    if any(col is not None and col.blobs is None for col in cols):
+        return None
+    # One sorted key per distinct (run, row) read: each blob is copied (and decoded) once.
+    widths = [b - a for _, a, b in runs]
+    run_of = np.repeat(np.arange(len(runs), dtype=np.int64), widths)
+    present = np.array([col is not None for col in cols], dtype=np.bool_)
+    read = ok[:, None] & (rows_all >= 0) & present[run_of][:, None]
+    span = max(int(rows_all.max()), 0) + 1 if rows_all.size else 1
+    keys = run_of[:, None] * span + rows_all
+    unique, inverse = np.unique(keys[read], return_inverse=True)
+    out_rows = np.zeros_like(rows_all)
+    out_rows[read] = inverse.reshape(-1)
+    unique_runs = unique // span
+    unique_rows = unique - unique_runs * span
+    bounds = np.searchsorted(unique_runs, np.arange(len(runs) + 1)).tolist()
+    views: list[memoryview] = []
+    lengths: list[npt.NDArray[np.int64]] = []
+    for r, col in enumerate(cols):
+        lo, hi = bounds[r], bounds[r + 1]
+        if lo == hi or col is None or col.blobs is None:
+            continue
+        table = col.blobs
+        need = unique_rows[lo:hi]
+        starts, stops = table.starts[need], table.stops[need]
+        data = table.data
+        views += [data[a:b] for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
+        lengths.append(stops - starts)
+    count = len(unique)
+    blob_offsets = np.zeros(count + 1, dtype=np.int64)
+    if lengths:
+        np.cumsum(np.concatenate(lengths), out=blob_offsets[1:])
+    large_blobs = pa.types.is_large_binary(blob_type)
+    if not large_blobs and int(blob_offsets[-1]) >= 2**31:
+        return None
+    child = pa.Array.from_buffers(
+        blob_type, count,
+        [None, pa.py_buffer(blob_offsets if large_blobs else blob_offsets.astype(np.int32)),
+         pa.py_buffer(b"".join(views))])
+    row_offsets = np.arange(count + 1, dtype=np.int64 if pa.types.is_large_list(column_type)
+                            else np.int32)
+    column = pa.ListArray.from_buffers(column_type, count, [None, pa.py_buffer(row_offsets)],
+                                       children=[child]) \
+        if pa.types.is_list(column_type) else pa.LargeListArray.from_buffers(
+            column_type, count, [None, pa.py_buffer(row_offsets)], children=[child])
+    return column, out_rows
 
 
 def dense_values(parts: list[npt.NDArray[Any]], keep: npt.NDArray[np.int64], n: int, width: int

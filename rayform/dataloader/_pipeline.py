@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import collections
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -58,8 +58,9 @@ from rayform.dataloader._decode_policy import (
 )
 from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
-from rayform.dataloader._gather import dense_column, dense_values, gather_arrow
+from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
 from rayform.dataloader._keyframes import KeyframeIndex
+from rayform.dataloader._sample_batch import SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
@@ -247,8 +248,9 @@ class SamplePipeline:
 
     # ---------------------------------------------------------------------------- running
     def process(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
-                decode_errors: DecodeErrorPolicy | None = None) -> list[Sample]:
-        """Decode the samples at ``indices`` (global); one dict per index, in the same order.
+                decode_errors: DecodeErrorPolicy | None = None) -> SampleBatch:
+        """Decode the samples at ``indices`` (global); one dict per index, in the same order
+        (a :class:`SampleBatch`: also the batch collated without a stack).
 
         ``decode_errors`` overrides :attr:`decode_errors` for this call.
 
@@ -256,10 +258,26 @@ class SamplePipeline:
             IndexError: an index is out of range.
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
-        with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": len(indices)}):
-            block = self.resolve(indices, gather=True)
-        with tracing_scope("rayform.decode", attributes={"rayform.num_samples": len(indices)}):
-            return self.decode_reporting(block, decode_errors=decode_errors)[0]
+        # With decode threads, a field's decoding (images, video) starts as soon as its rows are
+        # resolved: the threads decode while this one resolves the other fields.
+        run = self._task_run(None) if self._pool.threads > 1 else None
+        n = len(indices)
+
+        def start(job: FieldJob) -> None:
+            assert run is not None
+            if job.plan.field.decode.decode_concurrency != "inline":
+                run.add(self._job_tasks(job, n, run, {}, channels_last=False))
+
+        try:
+            with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": n}):
+                block = self.resolve(indices, gather=True, on_job=None if run is None else start)
+        except BaseException:
+            if run is not None:
+                run.cancel()
+            raise
+        with tracing_scope("rayform.decode", attributes={"rayform.num_samples": n}):
+            columns = self.decode_columns(block, decode_errors=decode_errors, started=run)
+        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
 
     def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
                                   ) -> list[Sample]:
@@ -280,9 +298,12 @@ class SamplePipeline:
         return {job.plan.key: job.extent for job in block.jobs if job.extent is not None}
 
     def resolve(self, indices: Sequence[int] | npt.NDArray[np.int64], *, gather: bool,
-                extents: bool = False) -> ResolvedBlock:
+                extents: bool = False,
+                on_job: Callable[[FieldJob], None] | None = None) -> ResolvedBlock:
         """Resolve every field's rows for ``indices`` (gather them when ``gather``; compute each
-        field's :class:`FieldExtent` when ``extents``)."""
+        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields that are not
+        decoded inline are resolved first, each handed to ``on_job`` as soon as it is (the
+        block's jobs stay in field order)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         seg_pos, values = self._sample_index.locate(idx)
         order = np.lexsort((values, seg_pos)).astype(np.int64)
@@ -303,7 +324,9 @@ class SamplePipeline:
         pad_masks: dict[str, npt.NDArray[np.bool_]] = {}
         failures = FailureLog()
         tolerance = self._sample_index.tolerance_ns
-        for plan in self._plans:
+        plans = self._plans if on_job is None else sorted(
+            self._plans, key=lambda p: p.field.decode.decode_concurrency == "inline")
+        for plan in plans:
             positions = sorted_values[:, None] + plan.offsets[None, :]
             if self._edge == "pad":
                 clamped = np.clip(positions, range_lo[:, None] - tolerance,
@@ -318,6 +341,11 @@ class SamplePipeline:
             jobs.append(self._resolve_field(plan, positions, runs, order, sorted_ids,
                                             sorted_values, gather=gather, extents=extents,
                                             failures=failures))
+            if on_job is not None:
+                on_job(jobs[-1])
+        if on_job is not None:
+            rank = {plan.key: i for i, plan in enumerate(self._plans)}
+            jobs.sort(key=lambda job: rank[job.plan.key])
         codes_in_order = np.empty(n, dtype=np.int64)
         codes_in_order[order] = run_codes
         return ResolvedBlock(indices=idx, segment_ids=CodedIds(codes_in_order, run_ids),
@@ -384,8 +412,14 @@ class SamplePipeline:
                     column = dense_column(dense, dense_type, keep, n, width)
                     out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
                 else:
-                    column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
-                        plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
+                    blobs = None if starts_all is not None else gather_blobs(
+                        plan.column_type, runs, cols, rows_all, ok)
+                    if blobs is not None:
+                        column, all_rows = blobs
+                        dec_all_start = dec_all_stop = None
+                    else:
+                        column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
+                            plan.column_type, runs, cols, rows_all, ok, starts_all, stops_all)
                     out_rows = all_rows[keep]
                     dec_start = None if dec_all_start is None else dec_all_start[keep]
                     dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
@@ -459,92 +493,28 @@ class SamplePipeline:
 
     def decode_columns(self, block: ResolvedBlock, *,
                        decode_errors: DecodeErrorPolicy | None = None,
-                       channels_last: bool = False) -> BlockColumns:
+                       channels_last: bool = False,
+                       started: TaskRun | None = None) -> BlockColumns:
         """Decode a resolved block field by field (:class:`BlockColumns`, block order).
 
         Cheap ("inline") fields are decoded first in the calling thread; the rest are cut into
         tasks (whole fields, or chunks of requests for "requests" decoders) that the calling
         thread and the decode threads take from one queue until it is empty, so that a thread
         slowed down by the machine's other work does not hold up the block. Decode failures are
-        handled by the policy (:attr:`decode_errors`) once every field is decoded.
+        handled by the policy (:attr:`decode_errors`) once every field is decoded. ``started``:
+        the run :meth:`process` began while it resolved the block (the jobs it already holds
+        are not cut into tasks again).
         """
         n = len(block.indices)
-        threads = self._pool.threads
-        # Blocks prepared at once hand their tasks to one pool of ``threads`` threads (the
-        # fetch threads only wait), so that together they never decode on more threads than
-        # asked; whole-field decoders (video) share the threads out themselves instead.
-        pooled = self._concurrent_blocks > 1 and all(
-            job.plan.field.decode.decode_concurrency != "field" for job in block.jobs)
-        tasks: list[tuple[FieldJob, RequestArrays]] = []
+        run = started if started is not None else self._task_run(block)
         parts: dict[str, list[tuple[npt.NDArray[np.int64], Sequence[Any]]]] = {}
-        log = block.failures
-        log.failures.clear()
         for job in block.jobs:
             parts[job.plan.key] = []
             if job.decoded is not None:  # decoded as it was gathered (dense numeric rows)
                 parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
-                continue
-            batch = job.batch
-            if not len(job.requests) or batch is None:
-                continue
-            concurrency = job.plan.field.decode.decode_concurrency
-            # One output buffer for the field's block, in block order, shared by its tasks.
-            arena = OutputArena(n, job.requests.sample_positions) \
-                if concurrency == "requests" else None
-            # A whole-field decoder's share of the threads: the other blocks decode meanwhile.
-            share = max(1, threads // self._concurrent_blocks) \
-                if concurrency == "field" and self._concurrent_blocks > 1 else None
-            if arena is not None or channels_last or share is not None:
-                job = replace(job, batch=replace(batch, output_arena=arena,
-                                                 channels_last=channels_last,
-                                                 decode_threads=share))
-            if concurrency == "inline" or (threads <= 1 and not pooled):
-                parts[job.plan.key].append((job.requests.sample_positions,
-                                            _run_decode(job, job.requests)))
-            elif concurrency == "requests" and threads > 1 \
-                    and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
-                chunks = min(TASKS_PER_THREAD * threads,
-                             len(job.requests) // MIN_REQUESTS_PER_THREAD)
-                edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
-                tasks += [(job, job.requests[lo:hi]) for lo, hi in itertools.pairwise(edges)]
-            else:
-                tasks.append((job, job.requests))
-        # Whole-field tasks (video) first: they are the longest.
-        tasks.sort(key=lambda task: task[0].plan.field.decode.decode_concurrency != "field")
-        results: list[Sequence[Any] | None] = [None] * len(tasks)
-        queue = collections.deque(range(len(tasks)))
-
-        def drain() -> None:
-            while True:
-                try:
-                    k = queue.popleft()  # atomic: threads never take the same task
-                except IndexError:
-                    return
-                try:
-                    results[k] = _run_decode(*tasks[k])
-                except BaseException:  # no further task starts; the error is re-raised below
-                    queue.clear()
-                    raise
-
-        error: BaseException | None = None
-        if pooled and tasks:
-            # The pool's threads take this block's tasks after the earlier block's: a thread
-            # that runs out of work moves on to the next block without a thread more.
-            helpers = [self._pool.submit(drain) for _ in range(min(threads, len(tasks)))]
-        else:
-            helpers = [self._pool.submit(drain) for _ in range(min(threads - 1, len(tasks) - 1))]
-            try:
-                drain()
-            except BaseException as err:  # re-raised once the helpers have stopped
-                error = err
-        for helper in helpers:
-            exc = helper.exception()
-            if exc is not None and error is None:
-                error = exc
-        if error is not None:
-            raise error
-        for (job, part), result in zip(tasks, results, strict=True):
-            assert result is not None
+            elif job.plan.key not in run.keys:
+                run.add(self._job_tasks(job, n, run, parts, channels_last=channels_last))
+        for (job, part), result in run.finish():
             parts[job.plan.key].append((part.sample_positions, result))
         columns: dict[str, Column] = {key: field_column(n, key_parts)
                                       for key, key_parts in parts.items()}
@@ -563,9 +533,139 @@ class SamplePipeline:
                 })
             columns[META_KEY] = ListColumn(metas)
         policy = self._decode_errors if decode_errors is None else decode_errors
-        failed = apply_decode_policy(log.failures, policy, dataset=self._view.name,
+        failed = apply_decode_policy(block.failures.failures, policy, dataset=self._view.name,
                                      index=self._index, warned=self._warned)
         return BlockColumns(size=n, columns=columns, failed=failed)
+
+    def _task_run(self, block: ResolvedBlock | None) -> TaskRun:
+        """A run of decode tasks on this pipeline's threads (the block's failures cleared)."""
+        if block is not None:
+            block.failures.failures.clear()
+        threads = self._pool.threads
+        # Blocks prepared at once hand their tasks to one pool of ``threads`` threads (the
+        # fetch threads only wait), so that together they never decode on more threads than
+        # asked; whole-field decoders (video) share the threads out themselves instead.
+        pooled = self._concurrent_blocks > 1 and (block is None or all(
+            job.plan.field.decode.decode_concurrency != "field" for job in block.jobs))
+        return TaskRun(self._pool, threads=threads, pooled=pooled)
+
+    def _job_tasks(self, job: FieldJob, n: int, run: TaskRun,
+                   parts: dict[str, list[tuple[npt.NDArray[np.int64], Sequence[Any]]]], *,
+                   channels_last: bool) -> list[tuple[FieldJob, RequestArrays]]:
+        """A field's decode tasks; an inline field is decoded here, into ``parts``."""
+        batch = job.batch
+        if not len(job.requests) or batch is None:
+            return []
+        threads = run.threads
+        concurrency = job.plan.field.decode.decode_concurrency
+        # One output buffer for the field's block, in block order, shared by its tasks.
+        arena = OutputArena(n, job.requests.sample_positions) \
+            if concurrency == "requests" else None
+        # A whole-field decoder's share of the threads: the other blocks decode meanwhile.
+        share = max(1, threads // self._concurrent_blocks) \
+            if concurrency == "field" and self._concurrent_blocks > 1 else None
+        if arena is not None or channels_last or share is not None:
+            job = replace(job, batch=replace(batch, output_arena=arena,
+                                             channels_last=channels_last,
+                                             decode_threads=share))
+        if concurrency == "inline" or (threads <= 1 and not run.pooled):
+            parts.setdefault(job.plan.key, []).append(
+                (job.requests.sample_positions, _run_decode(job, job.requests)))
+            return []
+        if concurrency == "requests" and threads > 1 \
+                and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
+            chunks = min(TASKS_PER_THREAD * threads,
+                         len(job.requests) // MIN_REQUESTS_PER_THREAD)
+            edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
+            return [(job, job.requests[lo:hi]) for lo, hi in itertools.pairwise(edges)]
+        return [(job, job.requests)]
+
+
+class TaskRun:
+    """Decode tasks taken from one queue by the calling thread and the pool's threads.
+
+    Tasks may be added while the pool's threads already work (:meth:`add` starts them on the
+    first tasks); :meth:`finish` has the calling thread take tasks too until none is left, waits
+    for the pool's threads and returns every task with its result, in the order added.
+    Whole-field tasks (video) go first: they are the longest.
+    """
+
+    def __init__(self, pool: ThreadPool, *, threads: int, pooled: bool) -> None:
+        self.threads = threads
+        self.pooled = pooled
+        self.keys: set[str] = set()
+        self._pool = pool
+        self._tasks: list[tuple[FieldJob, RequestArrays]] = []
+        self._results: list[Sequence[Any] | None] = []
+        self._queue: collections.deque[int] = collections.deque()
+        self._helpers: list[Any] = []
+        self._failed = False
+
+    def add(self, tasks: list[tuple[FieldJob, RequestArrays]]) -> None:
+        """Queue ``tasks`` and, with the first, start the pool's threads on the queue."""
+        if not tasks:
+            return
+        tasks = sorted(tasks, key=lambda t: t[0].plan.field.decode.decode_concurrency != "field")
+        for job, _ in tasks:
+            self.keys.add(job.plan.key)
+        first = len(self._tasks)
+        self._tasks += tasks
+        self._results += [None] * len(tasks)
+        if any(job.plan.field.decode.decode_concurrency == "field" for job, _ in tasks):
+            # The longest first: before the queued "requests" chunks.
+            self._queue.extendleft(reversed(range(first, len(self._tasks))))
+        else:
+            self._queue.extend(range(first, len(self._tasks)))
+        helpers = self.threads if self.pooled else self.threads - 1
+        while len(self._helpers) < min(helpers, len(self._tasks) - (0 if self.pooled else 1)):
+            self._helpers.append(self._pool.submit(self._drain))
+
+    def _drain(self) -> None:
+        while not self._failed:
+            try:
+                k = self._queue.popleft()  # atomic: threads never take the same task
+            except IndexError:
+                return
+            try:
+                self._results[k] = _run_decode(*self._tasks[k])
+            except BaseException:  # no further task starts; the error is re-raised below
+                self._failed = True
+                self._queue.clear()
+                raise
+
+    def cancel(self) -> None:
+        """Start no further task and wait for the running ones (their results are dropped)."""
+        self._failed = True
+        self._queue.clear()
+        for helper in self._helpers:
+            helper.exception()
+
+    def finish(self) -> list[tuple[tuple[FieldJob, RequestArrays], Sequence[Any]]]:
+        """Take tasks until none is left, wait for the pool's threads; every task's result.
+
+        Raises:
+            BaseException: the first error a task raised.
+        """
+        error: BaseException | None = None
+        if not self.pooled:
+            try:
+                self._drain()
+            except BaseException as err:  # re-raised once the helpers have stopped
+                error = err
+        for helper in self._helpers:
+            exc = helper.exception()
+            if exc is not None and error is None:
+                error = exc
+        if error is not None:
+            raise error
+        if self._queue:  # a helper that started before the last tasks were added may be gone
+            self._drain()
+        done: list[tuple[tuple[FieldJob, RequestArrays], Sequence[Any]]] = []
+        for task, result in zip(self._tasks, self._results, strict=True):
+            assert result is not None
+            done.append((task, result))
+        return done
+
 
 def _complete(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
     """Per sample (row of ``rows``), whether every output has a row; ``None`` when all do."""

@@ -32,6 +32,7 @@ from rayform.dataloader._batch_slots import (
     WireBatch,
     receiver_counters,
 )
+from rayform.dataloader._sample_batch import SampleBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._yuv import Yuv420Frame
 from rayform.errors import ConfigError
@@ -105,6 +106,12 @@ class PooledBatchCollator:
         """
         if not samples:
             return default_collate(list(samples))
+        if isinstance(samples, SampleBatch) and samples.has_collated:
+            # A rayform map batch: its fields already lie in one buffer each.
+            with tracing_scope("rayform.collate", attributes={"rayform.batch_size": len(samples)}):
+                batch = samples.collated()
+                if batch is not None:
+                    return batch if get_worker_info() is None else self._pool_collated(batch)
         with tracing_scope("rayform.collate", attributes={"rayform.batch_size": len(samples)}):
             structure, names, columns = _flatten_batch(samples)
             if get_worker_info() is None:
@@ -116,6 +123,39 @@ class PooledBatchCollator:
         if self._pool is None or self._pool.pid != os.getpid():
             self._pool = SlotPool(self.slots_per_field, self.max_pool_bytes)
         return self._pool
+
+    def _pool_collated(self, batch: dict[str, Any]) -> WireBatch:
+        """An already collated batch (:meth:`SampleBatch.collated`) into this worker's slots:
+        each tensor leaf copied into its slot in one ``copy_``, other leaves sent as they are."""
+        names: list[str] = []
+        leaves: list[Any] = []
+        structure = _flatten_collated(batch, "", names, leaves)
+        pool = self._worker_pool()
+        out: list[Any] = []
+        new_slots: dict[int, torch.Tensor] = {}
+        used: list[Slot] = []
+        try:
+            for name, leaf in zip(names, leaves, strict=True):
+                slot = None
+                if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided \
+                        and not leaf.requires_grad and leaf.device.type == "cpu":
+                    slot = pool.acquire(name, leaf.numel() * leaf.element_size())
+                if slot is None:
+                    out.append(leaf.clone() if isinstance(leaf, torch.Tensor) else leaf)
+                    continue
+                used.append(slot)
+                shape = tuple(leaf.shape)
+                slot.payload(leaf.dtype, shape).copy_(leaf)
+                out.append(PooledLeaf(slot.slot_id, leaf.dtype, shape, int(slot.state[0])))
+                if not slot.sent:
+                    new_slots[slot.slot_id] = slot.buffer
+                    slot.sent = True
+        except BaseException:
+            pool.release_all(used)
+            raise
+        return WireBatch(pool_id=pool.pool_id, pid=pool.pid, new_slots=new_slots,
+                         retired=pool.take_retired(), leaves=out, structure=structure,
+                         assemble=assemble)
 
     def _collate_pooled(self, structure: Structure, names: list[str],
                         columns: list[list[Any]]) -> WireBatch:
@@ -169,6 +209,18 @@ def _flatten(value: Any, path: str, names: list[str], leaves: list[Any]) -> Stru
         # Like default_collate, a sequence of fields collates to a list.
         return ("list", tuple(_flatten(v, f"{path}/{i}", names, leaves)
                               for i, v in enumerate(value)))
+    names.append(path)
+    leaves.append(value)
+    return _LEAF
+
+
+def _flatten_collated(value: Any, path: str, names: list[str], leaves: list[Any]) -> Structure:
+    """The structure of a collated batch: nested dicts, each other value one leaf (a tensor,
+    or a list of strings as ``default_collate`` makes it)."""
+    if isinstance(value, dict):
+        keys = tuple(value)
+        return ("dict", keys, tuple(_flatten_collated(value[k], f"{path}/{k}" if path else str(k),
+                                                      names, leaves) for k in keys))
     names.append(path)
     leaves.append(value)
     return _LEAF

@@ -4,7 +4,8 @@
 column), what the pipeline needs on every batch without recomputing it: the sorted index, the
 Arrow values, and for ``list<number>`` columns without nulls whose rows all have the same width, a
 ``[rows, width]`` numpy view, so that a batch of numeric rows is gathered with one fancy-index
-instead of an Arrow ``take``.
+instead of an Arrow ``take``; for blob columns holding one blob per row (encoded images), each
+row's byte range (:class:`BlobTable`), so that a batch's blobs are gathered with one join.
 """
 
 from __future__ import annotations
@@ -31,18 +32,57 @@ class SegmentColumn:
         is_static: a static column (one row served at every index value).
         dense: ``[N, width]`` numpy rows for ``list<number>`` columns of uniform width without
             nulls; ``None`` otherwise.
+        blobs: each row's blob for ``list<binary>`` columns holding exactly one non-null blob
+            per row; ``None`` otherwise.
     """
 
     index: npt.NDArray[np.int64]
     values: pa.Array
     is_static: bool
     dense: npt.NDArray[Any] | None
+    blobs: BlobTable | None = None
 
     def latest_at(self, query: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         """Row of the latest value at or before each query value; -1 where none."""
         if self.is_static:
             return np.zeros(len(query), dtype=np.int64)
         return np.searchsorted(self.index, query, side="right") - 1
+
+
+@dataclass(frozen=True, slots=True)
+class BlobTable:
+    """Where each row's one blob lies: bytes ``data[starts[i]:stops[i]]`` of row ``i``.
+
+    Attributes:
+        starts: ``int64[N]`` first byte of each row's blob in ``data``.
+        stops: ``int64[N]`` end of each row's blob.
+        data: the blobs' bytes (zero-copy: the column's data buffer).
+    """
+
+    starts: npt.NDArray[np.int64]
+    stops: npt.NDArray[np.int64]
+    data: memoryview
+
+
+def _blob_table(values: pa.Array) -> BlobTable | None:
+    t = values.type
+    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or len(values) == 0 \
+            or values.null_count:
+        return None
+    child = values.values
+    if not (pa.types.is_binary(child.type) or pa.types.is_large_binary(child.type)) \
+            or child.null_count:
+        return None
+    outer = np.asarray(values.offsets, dtype=np.int64)
+    if not bool(np.all(np.diff(outer) == 1)):
+        return None
+    width = np.int32 if pa.types.is_binary(child.type) else np.int64
+    buffers = child.buffers()
+    if buffers[2] is None:
+        return None
+    inner = np.frombuffer(buffers[1], dtype=width)[child.offset:].astype(np.int64)
+    rows = outer[:-1]
+    return BlobTable(starts=inner[rows], stops=inner[rows + 1], data=memoryview(buffers[2]))
 
 
 def _dense_rows(values: pa.Array) -> npt.NDArray[Any] | None:
@@ -104,6 +144,7 @@ class SegmentColumns:
         if seg.has_column(column):
             rows = seg.column(column, self._timeline)
             found = SegmentColumn(index=rows.index, values=rows.values,
-                                  is_static=rows.is_static, dense=_dense_rows(rows.values))
+                                  is_static=rows.is_static, dense=_dense_rows(rows.values),
+                                  blobs=_blob_table(rows.values))
         self._memo[key] = found
         return found

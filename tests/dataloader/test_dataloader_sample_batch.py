@@ -1,0 +1,179 @@
+"""Map batches collated without a stack (SampleBatch): exactly what ``default_collate`` made.
+
+``RerunMapDataset.__getitems__`` and ``EpisodeDataset.__getitems__`` return a
+:class:`~rayform.dataloader._sample_batch.SampleBatch`; ``PooledBatchCollator`` takes its
+collated form (views of the decode buffers) instead of stacking the samples. Every test compares
+that batch with ``default_collate`` of the same samples (the path taken before): the same keys,
+tensors equal in values, shapes and dtypes, padding masks and metadata.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from dataloader_factories import CAMERA, GRIPPER, JOINTS
+from torch.utils.data import DataLoader, default_collate
+
+from rayform.catalog import DatasetEntry, ExcludedRange
+from rayform.dataloader import (
+    DataSource,
+    Field,
+    ImageDecoder,
+    NumericDecoder,
+    PooledBatchCollator,
+    RerunMapDataset,
+)
+from rayform.dataloader._sample_batch import SampleBatch
+from rayform.errors import ConfigError
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "surface"))
+
+
+def assert_same_batch(got: Any, want: Any, path: str = "") -> None:
+    """``got`` equals ``want`` leaf by leaf: tensors in values, shape and dtype; the rest by ==."""
+    assert type(got) is type(want), path
+    if isinstance(want, dict):
+        assert list(got) == list(want), path
+        for key in want:
+            assert_same_batch(got[key], want[key], f"{path}/{key}")
+    elif isinstance(want, torch.Tensor):
+        assert got.shape == want.shape and got.dtype == want.dtype, path
+        assert torch.equal(got, want), path
+    else:
+        assert got == want, path
+
+
+def shares_memory(batch_tensor: torch.Tensor, samples: list[dict[str, Any]], key: str) -> bool:
+    return batch_tensor.untyped_storage().data_ptr() == samples[0][key].untyped_storage().data_ptr()
+
+
+@pytest.mark.parametrize("edge", ["trim", "pad"])
+@pytest.mark.parametrize("timeline", ["frame_index", "real_time"])
+def test_map_batches_equal_default_collate(robots_dataset: DatasetEntry, edge: str, timeline: str) -> None:
+    from rayform.dataloader import FixedRateSampling
+
+    fields = {
+        "state": Field(JOINTS, NumericDecoder()),
+        "action": Field(
+            JOINTS,
+            NumericDecoder(),
+            window=(0, 1, 2, 3) if timeline == "frame_index" else (0.0, 0.01, 0.02, 0.03),
+        ),
+        "camera": Field(CAMERA, ImageDecoder()),
+    }
+    sampling = None if timeline == "frame_index" else FixedRateSampling(rate_hz=50)
+    ds = RerunMapDataset(
+        DataSource(robots_dataset), timeline, fields, timeline_sampling=sampling, edge=edge, decode_threads=2
+    )
+    collate = PooledBatchCollator()
+    order = np.random.default_rng(3).permutation(len(ds))
+    for start in range(0, len(ds), 8):
+        indices = order[start : start + 8].tolist()
+        samples = ds.__getitems__(indices)
+        assert isinstance(samples, SampleBatch) and samples.has_collated
+        got = collate(samples)
+        assert_same_batch(got, default_collate(list(samples)))
+        assert shares_memory(got["action"], samples, "action")  # no stack, no copy
+        if edge == "pad":
+            assert got["action_is_pad"].dtype == torch.bool
+    # one sample at a time, as DataLoader(batch_size=None) would read them
+    assert_same_batch(collate(ds.__getitems__([5])), default_collate([ds[5]]))
+
+
+def test_missing_data_takes_the_stacking_path(robots_dataset: DatasetEntry) -> None:
+    # The gripper starts at row 2: the first samples have none (None in the sample dict).
+    ds = RerunMapDataset(
+        DataSource(robots_dataset),
+        "frame_index",
+        {"gripper": Field(GRIPPER, NumericDecoder()), "camera": Field(CAMERA, ImageDecoder())},
+    )
+    samples = ds.__getitems__([0, 1, 2, 3])
+    assert samples[0]["gripper"] is None
+    assert samples.collated() is None
+    with pytest.raises(ConfigError, match="is None"):
+        PooledBatchCollator()(samples)
+
+
+def test_excluded_ranges_are_honoured(robots_dataset: DatasetEntry) -> None:
+    fields = {
+        "state": Field(JOINTS, NumericDecoder(), window=(-1, 0, 1)),
+        "camera": Field(CAMERA, ImageDecoder()),
+    }
+    gone = ExcludedRange(segment_id="ep1", timeline="frame_index", start=10, end=14)
+    ds = RerunMapDataset(
+        DataSource(robots_dataset, excluded=(gone,)), "frame_index", fields, sample_metadata=True
+    )
+    plain = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields)
+    assert len(ds) < len(plain)
+    collate = PooledBatchCollator()
+    indices = list(range(len(ds)))
+    batch = collate(ds.__getitems__(indices))
+    assert_same_batch(batch, default_collate(list(ds.__getitems__(indices))))
+    segments = np.array(batch["meta"]["segment_id"])
+    values = batch["meta"]["index_value"].numpy()
+    in_ep1 = values[segments == "ep1"]
+    assert len(in_ep1) and not ((in_ep1 + 1 >= 10) & (in_ep1 - 1 <= 14)).any()
+
+
+def test_workers_send_the_collated_batch(robots_dataset: DatasetEntry) -> None:
+    fields = {
+        "state": Field(JOINTS, NumericDecoder(), window=(0, 1)),
+        "camera": Field(CAMERA, ImageDecoder()),
+    }
+    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields, edge="pad", sample_metadata=True)
+    plain = list(DataLoader(ds, batch_size=8))
+    pooled = list(
+        DataLoader(
+            ds, batch_size=8, num_workers=2, collate_fn=PooledBatchCollator(), multiprocessing_context="fork"
+        )
+    )
+    assert len(plain) == len(pooled)
+    for got, want in zip(pooled, plain, strict=True):
+        assert_same_batch(got, want)
+
+
+@pytest.fixture
+def episode_slice(tmp_path: Path) -> Any:
+    from surface_data import build_catalog
+
+    import rayform
+
+    catalog = build_catalog(tmp_path / "cat", tmp_path / "src", num_frames=60)
+    return rayform.Client(catalog).slices.create("robots")
+
+
+@pytest.mark.parametrize("edge", ["trim", "pad"])
+def test_episode_batches_equal_default_collate(episode_slice: Any, edge: str) -> None:
+    from rayform.torch import EpisodeDataset
+
+    ds = EpisodeDataset(
+        episode_slice,
+        obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+        action="joints/position_delta",
+        fps=15,
+        horizon=4,
+        edge=edge,
+    )
+    collate = PooledBatchCollator()
+    for indices in ([0, 7, 3, 11, 2], list(range(len(ds)))):
+        samples = ds.__getitems__(indices)
+        assert isinstance(samples, SampleBatch) and samples.has_collated
+        got = collate(samples)
+        assert_same_batch(got, default_collate(list(samples)))
+        assert shares_memory(got["cam0/rgb"], samples, "cam0/rgb")  # JPEGs: decoded in place
+        assert got["action"].dtype == torch.float32 and got["t_ns"].dtype == torch.int64
+        assert ("action_is_pad" in got) == (edge == "pad")
+
+
+def test_episode_poses_take_the_stacking_path(episode_slice: Any) -> None:
+    from rayform.torch import EpisodeDataset
+
+    ds = EpisodeDataset(episode_slice, obs=["cam0/rgb", "ee/pose"], fps=15)
+    samples = ds.__getitems__([0, 4, 9])
+    assert samples.collated() is None  # poses are converted per segment, sample by sample
+    assert_same_batch(PooledBatchCollator()(samples), default_collate(list(samples)))
