@@ -82,19 +82,19 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
     view.schema()
     sizes: dict[str, int] = {}
     store = catalog.store
+    lists: dict[str, str] = {}
     for record in view.segment_records():
-        store.note_block_hashes(block_lists(record))
+        lists.update(block_lists(record))
         for layer in record.layers.values():
             sizes[layer.object] = layer.size_bytes
             sizes.update(layer.assets)
-            if layer.block_hashes is not None:  # small: counted as 0 bytes in the progress
-                sizes.setdefault(layer.block_hashes, 0)
     if not isinstance(store, RemoteStore):
         for digest in sizes:
             store.object_path(digest)  # raises when an object is missing
         return PullResult(slice_id=slice_.id, num_objects=len(sizes),
                           num_bytes=sum(sizes.values()), fetched_objects=0, fetched_bytes=0,
                           seconds=time.perf_counter() - started, cache_dir=None)
+    store.note_block_hashes(lists)
     header = load_version(store, slice_.dataset, slice_.dataset_version, DatasetVersion)
     store.object_path(header.segment_index)  # on disk, not only in this process's memory
     missing = {d: n for d, n in sizes.items() if not store.is_cached(d)}
@@ -108,6 +108,10 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
 
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
             for _ in pool.map(fetch, sorted(missing, key=missing.__getitem__, reverse=True)):
+                pass
+            # The block-hash objects too (each already fetched to verify its recording, unless
+            # the recording was cached): a cache copied elsewhere reads the slice block by block.
+            for _ in pool.map(store.object_path, sorted(set(lists.values()))):
                 pass
     offline_dry_run(store, slice_)
     return PullResult(slice_id=slice_.id, num_objects=len(sizes), num_bytes=sum(sizes.values()),

@@ -152,8 +152,8 @@ class _SparseFile:
         if not self.hashes.matches(block, data):
             start, stop = self.hashes.span(block)
             raise BlockMismatch(
-                f"{what}: block {block} (bytes {start}-{stop - 1}) does not match its hash in the "
-                "object's block list (altered on the server or in transit); it was not used")
+                f"{what}: block {block} (bytes {start}-{stop - 1}) does not match its sha256 in "
+                "the object's block list (altered on the server or in transit)")
         start, _ = self.hashes.span(block)
         with self._cache.writing("writing a block download"):
             view = memoryview(data)
