@@ -15,8 +15,10 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import threading
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 
 from rayform._digest import require_digest
@@ -288,15 +290,33 @@ class RemoteStore(Store):
             self._block_hashes[blocks] = hashes
         return hashes
 
+    def _hashes_soon(self, blocks: str) -> Future[BlockHashes]:
+        """:meth:`_hashes_of` on a thread of its own (a fresh block download's first ranged GET
+        goes out meanwhile), or at once when known."""
+        future: Future[BlockHashes] = Future()
+        known = self._block_hashes.get(blocks)
+        if known is not None:
+            future.set_result(known)
+            return future
+
+        def run() -> None:
+            try:
+                future.set_result(self._hashes_of(blocks))
+            except BaseException as err:  # raised by the download that waits on it
+                future.set_exception(err)
+
+        threading.Thread(target=run, daemon=True, name="rayform-block-list").start()
+        return future
+
     def _download(self, digest: str) -> Path:
         """One verified download into the cache (for :meth:`object_path` and read-ahead)."""
         key = object_key(digest)
         what = f"download {self.url}/{key}"
         blocks = self._block_lists.get(digest)
         if blocks is not None and self.transport.ranged:
-            hashes = self._hashes_of(blocks)
+            hashes = self._hashes_soon(blocks)
             try:
-                return fetch_blocks(self.cache, digest, hashes, self.transport, key,
+                return fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
                                     plan=self.parts, retry=self.retry, what=what)
             except RemoteError as err:
                 if isinstance(err.__cause__, BlockMismatch):

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from rayform.storage._retry import RetryPolicy, TransientError
 
 SPARSE_DIR = "sparse"
 VERIFIED = b"\x01"
+EARLY_BYTES = 1 << 20  # the first GET of a fresh download, sent before the block list is in
 
 
 class BlockMismatch(TransientError):
@@ -54,10 +55,13 @@ def sparse_paths(cache: ObjectCache, digest: str) -> tuple[Path, Path]:
     return data, data.with_name(f"{digest}.blocks")
 
 
-def fetch_blocks(cache: ObjectCache, digest: str, hashes: BlockHashes, source: RangedSource,
-                 key: str, *, plan: PartPlan, retry: RetryPolicy, what: str) -> Path:
+def fetch_blocks(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
+                 source: RangedSource, key: str, *, plan: PartPlan, retry: RetryPolicy,
+                 what: str) -> Path:
     """The verified cached path of ``digest``, fetching the blocks not yet verified (see the
-    module docstring).
+    module docstring). ``hashes()`` returns the object's block hashes (it may still be fetching
+    them: a fresh download sends its first ranged GET meanwhile, and verifies that reply once
+    the list is there).
 
     Raises:
         RemoteError: every attempt failed (the last cause a :class:`BlockMismatch` when the
@@ -74,20 +78,30 @@ def fetch_blocks(cache: ObjectCache, digest: str, hashes: BlockHashes, source: R
                          what=what)
 
 
-def _fill(cache: ObjectCache, digest: str, hashes: BlockHashes, source: RangedSource, key: str,
-          *, plan: PartPlan) -> Path:
+def _fill(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
+          source: RangedSource, key: str, *, plan: PartPlan) -> Path:
     data_path, map_path = sparse_paths(cache, digest)
-    with cache.writing("starting a block download"):
-        data_path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(data_path, os.O_RDWR | os.O_CREAT, 0o600)
-        mfd = os.open(map_path, os.O_RDWR | os.O_CREAT, 0o600)
+    what = f"GET {source.url}/{key}"
+    # Nothing of it cached yet: its first bytes are asked for while the block list arrives.
+    early = None if map_path.exists() else source.open_range(key, 0, min(EARLY_BYTES,
+                                                                        plan.part_bytes))
     try:
-        sparse = _SparseFile(fd, mfd, hashes, cache)
+        listed = hashes()
+        with cache.writing("starting a block download"):
+            data_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(data_path, os.O_RDWR | os.O_CREAT, 0o600)
+            mfd = os.open(map_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except BaseException:
+        if early is not None:
+            early.close()
+        raise
+    try:
+        sparse = _SparseFile(fd, mfd, listed, cache)
         sparse.trust_only_what_matches()
-        _download_missing(sparse, source, key, plan=plan, what=f"GET {source.url}/{key}")
+        _download_missing(sparse, source, key, plan=plan, what=what, early=early)
         missing = sparse.missing()
         if missing:
-            raise TransientError(f"{len(missing)} of {hashes.num_blocks} blocks were not "
+            raise TransientError(f"{len(missing)} of {listed.num_blocks} blocks were not "
                                  "received")
         with cache.writing("finishing a block download"):
             os.fsync(fd)
@@ -167,11 +181,12 @@ class _SparseFile:
             self._marks[block] = VERIFIED[0]
 
 
-def _ranges(sparse: _SparseFile, plan: PartPlan) -> list[tuple[int, int]]:
-    """Block ranges ``[first, stop)`` to request: runs of missing blocks, split so that the
-    missing bytes spread over ``plan.connections`` requests of at most ``plan.part_bytes``."""
+def _ranges(sparse: _SparseFile, plan: PartPlan, *, skip: int = 0) -> list[tuple[int, int]]:
+    """Block ranges ``[first, stop)`` to request: runs of missing blocks (from block ``skip``
+    on), split so that the missing bytes spread over ``plan.connections`` requests of at most
+    ``plan.part_bytes``."""
     hashes = sparse.hashes
-    missing = sparse.missing()
+    missing = [b for b in sparse.missing() if b >= skip]
     if not missing:
         return []
     per = max(1, min(plan.part_bytes // hashes.block_bytes,
@@ -188,13 +203,19 @@ def _ranges(sparse: _SparseFile, plan: PartPlan) -> list[tuple[int, int]]:
 
 
 def _download_missing(sparse: _SparseFile, source: RangedSource, key: str, *, plan: PartPlan,
-                      what: str) -> None:
-    ranges = _ranges(sparse, plan)
-    if not ranges:
-        return
+                      what: str, early: RangeReply | None) -> None:
     hashes = sparse.hashes
-    # The first range alone: a server that ignores ranges answers it with the whole object.
-    first_reply = _open(source, key, sparse, ranges[0], what=what)
+    if early is not None:
+        first_reply = _checked(early, sparse, 0, what=what)
+        end = first_reply.start + (first_reply.length_bytes or 0)
+        first_blocks = (0, max(1, min(hashes.num_blocks, -(-end // hashes.block_bytes))))
+        ranges = [first_blocks, *_ranges(sparse, plan, skip=first_blocks[1])]
+    else:
+        ranges = _ranges(sparse, plan)
+        if not ranges:
+            return
+        # The first range alone: a server that ignores ranges answers it with the whole object.
+        first_reply = _open(source, key, sparse, ranges[0], what=what)
     if first_reply.start == 0 and first_reply.length_bytes == hashes.size_bytes:
         _consume(first_reply, sparse, (0, hashes.num_blocks), what=what)
         return
@@ -241,7 +262,12 @@ def _open(source: RangedSource, key: str, sparse: _SparseFile, blocks: tuple[int
     hashes = sparse.hashes
     start, _ = hashes.span(blocks[0])
     _, stop = hashes.span(blocks[1] - 1)
-    reply = source.open_range(key, start, stop)
+    return _checked(source.open_range(key, start, stop), sparse, start, what=what)
+
+
+def _checked(reply: RangeReply, sparse: _SparseFile, start: int, *, what: str) -> RangeReply:
+    """``reply`` when it answers a GET from byte ``start`` of the object the list describes."""
+    hashes = sparse.hashes
     if reply.total_bytes is not None and reply.total_bytes != hashes.size_bytes:
         reply.close()
         raise BlockMismatch(f"{what}: the server's object is {reply.total_bytes} bytes, its "
