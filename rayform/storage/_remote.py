@@ -5,9 +5,9 @@ share: the local content-addressed cache (data objects are fetched on demand, ve
 from disk afterwards), retries with backoff, offline mode (``RAYFORM_OFFLINE=1``), and metadata
 caching. An object whose block hashes the metadata names (:meth:`RemoteStore.note_block_hashes`)
 is fetched as ranged reads verified block by block (:mod:`rayform.storage._sparse`); any other
-is fetched and hashed whole. Snapshot and slice files are immutable, so once cached they are never fetched again;
-``catalog.json``, entry files and listings are fetched on every open while online, and the last copy
-seen serves offline use.
+is fetched and hashed whole. Snapshot and slice files are immutable, so once cached they are never
+fetched again; ``catalog.json``, entry files and listings are fetched on every open while online,
+and the last copy seen serves offline use.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._early import EarlyReads
 from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
-from rayform.storage._sparse import BlockMismatch, fetch_blocks
 from rayform.storage._retry import RetryPolicy
+from rayform.storage._sparse import BlockMismatchError, fetch_blocks
 from rayform.storage._store import Store, object_key, sha256_file
 
 CATALOG_FILE = "catalog.json"
@@ -319,7 +319,7 @@ class RemoteStore(Store):
                 return fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
                                     plan=self.parts, retry=self.retry, what=what)
             except RemoteError as err:
-                if isinstance(err.__cause__, BlockMismatch):
+                if isinstance(err.__cause__, BlockMismatchError):
                     raise IntegrityError(
                         f"object {digest} of catalog {self.url} does not match the block hashes "
                         f"its metadata names ({object_key(blocks)}): {err.__cause__}; no byte of "

@@ -18,7 +18,7 @@ trusts the record (a machine that lost power may have kept the mark and not the 
 partially written block is never taken for a verified one. No byte of the sparse file reaches a
 reader: readers open installed objects only, whose every block was checked.
 
-A block that does not match raises :class:`BlockMismatch` (retried like a truncated download:
+A block that does not match raises :class:`BlockMismatchError` (retried like a truncated download:
 the link may have altered it); the store turns the last one into an
 :class:`~rayform.errors.IntegrityError` naming the object and the block. A server that ignores
 ranges (an HTTPS server without ``Accept-Ranges``) answers the first request with the whole
@@ -44,7 +44,7 @@ VERIFIED = b"\x01"
 EARLY_BYTES = 1 << 20  # the first GET of a fresh download, sent before the block list is in
 
 
-class BlockMismatch(TransientError):
+class BlockMismatchError(TransientError):
     """A block of a remote object does not hash to its entry in the object's block list."""
 
 
@@ -64,7 +64,7 @@ def fetch_blocks(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHash
     the list is there).
 
     Raises:
-        RemoteError: every attempt failed (the last cause a :class:`BlockMismatch` when the
+        RemoteError: every attempt failed (the last cause a :class:`BlockMismatchError` when the
             object's bytes do not match its block hashes).
     """
     path = cache.cached(digest)
@@ -159,13 +159,13 @@ class _SparseFile:
         """Write block ``block`` and mark it verified, if ``data`` is that block.
 
         Raises:
-            BlockMismatch: it is not.
+            BlockMismatchError: it is not.
         """
         if self.is_verified(block):
             return
         if not self.hashes.matches(block, data):
             start, stop = self.hashes.span(block)
-            raise BlockMismatch(
+            raise BlockMismatchError(
                 f"{what}: block {block} (bytes {start}-{stop - 1}) does not match its sha256 in "
                 "the object's block list (altered on the server or in transit)")
         start, _ = self.hashes.span(block)
@@ -253,7 +253,7 @@ def _download_missing(sparse: _SparseFile, source: RangedSource, key: str, *, pl
         if pool is not None:
             pool.shutdown(wait=True)
     if errors:
-        mismatch = [e for e in errors if isinstance(e, BlockMismatch)]
+        mismatch = [e for e in errors if isinstance(e, BlockMismatchError)]
         raise mismatch[0] if mismatch else errors[0]
 
 
@@ -270,7 +270,7 @@ def _checked(reply: RangeReply, sparse: _SparseFile, start: int, *, what: str) -
     hashes = sparse.hashes
     if reply.total_bytes is not None and reply.total_bytes != hashes.size_bytes:
         reply.close()
-        raise BlockMismatch(f"{what}: the server's object is {reply.total_bytes} bytes, its "
+        raise BlockMismatchError(f"{what}: the server's object is {reply.total_bytes} bytes, its "
                             f"block list says {hashes.size_bytes} (altered on the server)")
     whole = reply.start == 0 and reply.length_bytes == hashes.size_bytes
     if reply.start != start and not whole:
