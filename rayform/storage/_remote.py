@@ -37,7 +37,7 @@ from rayform.storage._early import EarlyReads
 from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
-from rayform.storage._sparse import BlockMismatchError, fetch_blocks
+from rayform.storage._sparse import BlockMismatchError, fetch_blocks, release_thread
 from rayform.storage._store import Store, object_key, sha256_file
 
 CATALOG_FILE = "catalog.json"
@@ -304,6 +304,8 @@ class RemoteStore(Store):
                 future.set_result(self._hashes_of(blocks))
             except BaseException as err:  # raised by the download that waits on it
                 future.set_exception(err)
+            finally:
+                release_thread(self.transport)
 
         threading.Thread(target=run, daemon=True, name="rayform-block-list").start()
         return future

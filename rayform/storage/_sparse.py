@@ -30,7 +30,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from rayform._paths import path_under
@@ -221,40 +220,50 @@ def _download_missing(sparse: _SparseFile, source: RangedSource, key: str, *, pl
         return
     stop = threading.Event()
     errors: list[BaseException] = []
+    todo = iter(ranges[1:])
+    lock = threading.Lock()
 
-    def one(blocks: tuple[int, int]) -> None:
-        if stop.is_set():
-            return
+    def work(*, own_thread: bool = True) -> None:
         try:
-            _consume(_open(source, key, sparse, blocks, what=what), sparse, blocks, what=what,
-                     stop=stop)
-        except BaseException as err:
+            while not stop.is_set():
+                with lock:
+                    blocks = next(todo, None)
+                if blocks is None:
+                    return
+                _consume(_open(source, key, sparse, blocks, what=what), sparse, blocks,
+                         what=what, stop=stop)
+        except BaseException as err:  # handed to the caller, which raises it
             stop.set()
             errors.append(err)
+        finally:
+            if own_thread:
+                release_thread(source)
 
-    workers = min(plan.connections - 1, len(ranges) - 1)
-    futures: list[Future[None]] = []
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rayform-blocks") \
-        if workers > 0 else None
+    # Daemon threads, as for read-ahead: a process that exits does not wait for blocks nobody
+    # will read (the sparse file keeps what was verified).
+    threads = [threading.Thread(target=work, daemon=True, name="rayform-blocks")
+               for _ in range(min(plan.connections - 1, len(ranges) - 1))]
+    for thread in threads:
+        thread.start()
     try:
-        if pool is not None:
-            futures = [pool.submit(one, r) for r in ranges[1:]]
-        try:
-            _consume(first_reply, sparse, ranges[0], what=what, stop=stop)
-        except BaseException as err:
-            stop.set()
-            errors.append(err)
-        if pool is None:
-            for r in ranges[1:]:
-                one(r)
-        for future in futures:
-            future.result()
-    finally:
-        if pool is not None:
-            pool.shutdown(wait=True)
+        _consume(first_reply, sparse, ranges[0], what=what, stop=stop)
+    except BaseException as err:
+        stop.set()
+        errors.append(err)
+    if not threads:
+        work(own_thread=False)  # one connection: the ranges in turn, on this thread
+    for thread in threads:
+        thread.join()
     if errors:
         mismatch = [e for e in errors if isinstance(e, BlockMismatchError)]
         raise mismatch[0] if mismatch else errors[0]
+
+
+def release_thread(source: object) -> None:
+    """Let a transport close the connection of a thread that is about to end."""
+    release = getattr(source, "release_thread", None)
+    if release is not None:
+        release()
 
 
 def _open(source: RangedSource, key: str, sparse: _SparseFile, blocks: tuple[int, int], *,

@@ -302,3 +302,20 @@ def test_a_crash_mid_download_leaves_no_unverified_block_marked(
     path = store_of(url, cache_dir).object_path(layer.object)
     assert hashlib.sha256(path.read_bytes()).hexdigest() == layer.object
     assert not data.exists() and not record.exists()
+
+
+def test_check_verifies_and_gc_keeps_the_block_hash_objects(site: Path) -> None:
+    from rayform.catalog import gc_catalog
+
+    root = site / "cat"
+    lists = [layer.block_hashes for layer in layers(root)]
+    assert all(lists)
+    report = gc_catalog(root, grace_s=0)
+    assert report.removed_objects == 0
+    assert all((root / object_key(d)).exists() for d in lists if d)
+    damaged = lists[0]
+    assert damaged is not None
+    flip_byte(root, damaged, 20)  # inside the digests
+    report = check_catalog(root)
+    assert not report.ok
+    assert any(damaged in p.where for p in report.problems), report.summary()
