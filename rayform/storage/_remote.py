@@ -318,8 +318,10 @@ class RemoteStore(Store):
         if blocks is not None and self.transport.ranged:
             hashes = self._hashes_soon(blocks)
             try:
-                return fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
+                path = fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
                                     plan=self.parts, retry=self.retry, what=what)
+                self._block_hashes.pop(blocks, None)  # needed again only to fetch it again
+                return path
             except RemoteError as err:
                 if isinstance(err.__cause__, BlockMismatchError):
                     raise IntegrityError(
