@@ -214,6 +214,7 @@ class Shaped:
     local: Epoch
     shaped: Epoch
     ratio: float  # the median of local / shaped over the interleaved pairs (robust to load swings)
+    whole_ratio: float | None  # the same with recordings fetched and hashed whole (before issue 26)
     client_s: float
     stats: ProxyStats
     repeats: int
@@ -228,6 +229,17 @@ class Shaped:
 
 
 row = w.report
+
+
+@contextmanager
+def whole_objects() -> Iterator[None]:
+    """Remote stores ignore block lists meanwhile: recordings are fetched and hashed whole."""
+    real = RemoteStore.note_block_hashes
+    RemoteStore.note_block_hashes = lambda self, lists: None  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        RemoteStore.note_block_hashes = real  # type: ignore[method-assign]
 
 
 def large_object(work: Path, port: int) -> None:
@@ -316,10 +328,12 @@ def main() -> int:
 
             port = int(endpoint.rsplit(":", 1)[1])
 
-            def shaped(shape: LinkShape, repeats: int) -> Shaped:
-                """Local and shaped first epochs, interleaved (medians)."""
+            def shaped(shape: LinkShape, repeats: int, *, compare_whole: bool = False) -> Shaped:
+                """Local and shaped first epochs, interleaved (medians); with ``compare_whole``
+                also shaped first epochs that ignore the block lists (whole-object reads)."""
                 local_runs: list[Epoch] = []
                 shaped_runs: list[Epoch] = []
+                whole_runs: list[Epoch] = []
                 with serve_in_child(port, shape=shape) as proxy:
                     through = f"http://127.0.0.1:{proxy.port}"
                     os.environ["AWS_ENDPOINT_URL"] = through
@@ -334,16 +348,22 @@ def main() -> int:
                         before = cpu_s(server.pid) + cpu_s(proxy.pid)
                         shaped_runs.append(cold())
                         helpers_cpu_s += cpu_s(server.pid) + cpu_s(proxy.pid) - before
+                        if compare_whole:
+                            with whole_objects():
+                                whole_runs.append(cold())
                     os.environ["AWS_ENDPOINT_URL"] = endpoint
                 assert proxy.stats is not None
                 ratios = [a.seconds / b.seconds for a, b in zip(local_runs, shaped_runs, strict=True)]
+                whole = [a.seconds / b.seconds for a, b in zip(local_runs, whole_runs,
+                                                                    strict=False)]
                 return Shaped(local=_median_epoch(local_runs), shaped=_median_epoch(shaped_runs),
                               ratio=statistics.median(ratios),
+                              whole_ratio=statistics.median(whole) if whole else None,
                               client_s=client_s, stats=proxy.stats, repeats=repeats,
                               helpers_cpu_s=helpers_cpu_s / repeats)
 
             if "1b" in PARTS:
-                got = shaped(S3_LIKE, SHAPED_REPEATS)
+                got = shaped(S3_LIKE, SHAPED_REPEATS, compare_whole=True)
                 t_local_b, t_s3 = got.local.seconds, got.shaped.seconds
                 # The model's least time before the first batch: catalog.json, then the slice (which
                 # names the objects), then every object at once, each on its own connection.
@@ -362,6 +382,8 @@ def main() -> int:
                       f"block-hash object ({lists_bytes / size * 100:.3f} % of the bytes); limit "
                       f"= the local epoch {t_local_b:.2f} s, figure = the S3-like first epoch "
                       f"{t_s3:.2f} s (medians)")
+                print(f"  before (the same epochs reading recordings whole, hashed whole, "
+                      f"interleaved): ratio {got.whole_ratio:.2f}")
                 row("first epoch (S3-like, empty cache)", f"{n / t_s3:.0f} samples/s",
                     f"{n / t_local_b:.0f} samples/s", got.ratio, "target >= 0.9x local")
 

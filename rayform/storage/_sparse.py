@@ -3,8 +3,11 @@
 For an object whose block hashes are known (:mod:`rayform.storage._block_hashes`, named by
 trusted metadata), :func:`fetch_blocks` fills the cache without ever hashing the whole object:
 
-1. the missing blocks are coalesced into ranges (adjacent blocks in one request, at most
-   ``PartPlan.part_bytes`` each, the work spread over ``PartPlan.connections`` requests at once);
+1. a fresh fetch sends a plain GET while the block list arrives (an object no larger than
+   ``PartPlan.part_bytes`` costs one request, as when fetched whole); of a larger object it keeps
+   the first part and asks for the rest, as for a resumed fetch, in ranges: the missing blocks
+   coalesced (adjacent blocks in one request, at most ``PartPlan.part_bytes`` each), spread over
+   ``PartPlan.connections`` requests at once;
 2. each reply is cut at block boundaries as it streams in; a block is written into the sparse file
    ``sparse/<digest>`` only once its bytes hash to the list's entry, and only after that write is
    its byte in the record ``sparse/<digest>.blocks`` set (one byte a block, ``1``: verified);
@@ -40,7 +43,6 @@ from rayform.storage._retry import RetryPolicy, TransientError
 
 SPARSE_DIR = "sparse"
 VERIFIED = b"\x01"
-EARLY_BYTES = 1 << 20  # the first GET of a fresh download, sent before the block list is in
 
 
 class BlockMismatchError(TransientError):
@@ -81,9 +83,9 @@ def _fill(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
           source: RangedSource, key: str, *, plan: PartPlan) -> Path:
     data_path, map_path = sparse_paths(cache, digest)
     what = f"GET {source.url}/{key}"
-    # Nothing of it cached yet: its first bytes are asked for while the block list arrives.
-    early = None if map_path.exists() else source.open_range(key, 0, min(EARLY_BYTES,
-                                                                        plan.part_bytes))
+    # Nothing of it cached yet: a plain GET goes out while the block list arrives (an object
+    # no larger than a part costs one request, as when it is fetched whole).
+    early = None if map_path.exists() else source.open_range(key, 0, None)
     try:
         listed = hashes()
         with cache.writing("starting a block download"):
@@ -204,10 +206,15 @@ def _ranges(sparse: _SparseFile, plan: PartPlan, *, skip: int = 0) -> list[tuple
 def _download_missing(sparse: _SparseFile, source: RangedSource, key: str, *, plan: PartPlan,
                       what: str, early: RangeReply | None) -> None:
     hashes = sparse.hashes
+    everything = (0, hashes.num_blocks)
     if early is not None:
         first_reply = _checked(early, sparse, 0, what=what)
-        end = first_reply.start + (first_reply.length_bytes or 0)
-        first_blocks = (0, max(1, min(hashes.num_blocks, -(-end // hashes.block_bytes))))
+        if (hashes.size_bytes <= plan.part_bytes or plan.connections < 2
+                or not first_reply.accepts_ranges):
+            _consume(first_reply, sparse, everything, what=what)
+            return
+        # A large object: the plain GET's first part is kept, the rest asked for in ranges.
+        first_blocks = (0, min(hashes.num_blocks, max(1, plan.part_bytes // hashes.block_bytes)))
         ranges = [first_blocks, *_ranges(sparse, plan, skip=first_blocks[1])]
     else:
         ranges = _ranges(sparse, plan)
@@ -215,9 +222,9 @@ def _download_missing(sparse: _SparseFile, source: RangedSource, key: str, *, pl
             return
         # The first range alone: a server that ignores ranges answers it with the whole object.
         first_reply = _open(source, key, sparse, ranges[0], what=what)
-    if first_reply.start == 0 and first_reply.length_bytes == hashes.size_bytes:
-        _consume(first_reply, sparse, (0, hashes.num_blocks), what=what)
-        return
+        if first_reply.start == 0 and first_reply.length_bytes == hashes.size_bytes:
+            _consume(first_reply, sparse, everything, what=what)
+            return
     stop = threading.Event()
     errors: list[BaseException] = []
     todo = iter(ranges[1:])
@@ -291,12 +298,11 @@ def _checked(reply: RangeReply, sparse: _SparseFile, start: int, *, what: str) -
 
 def _consume(reply: RangeReply, sparse: _SparseFile, blocks: tuple[int, int], *, what: str,
              stop: threading.Event | None = None) -> None:
-    """Verify and write the blocks of ``reply`` as they arrive (all of the object's when the
-    server sent the whole of it)."""
+    """Verify and write the blocks ``blocks`` of ``reply`` as they arrive (the reply starts at
+    the first; the connection is dropped once the last is in)."""
     hashes = sparse.hashes
     first = reply.start // hashes.block_bytes
-    last = hashes.num_blocks if reply.start == 0 and reply.length_bytes == hashes.size_bytes \
-        else blocks[1]
+    last = blocks[1] if first == blocks[0] else hashes.num_blocks  # a whole reply to a range
     block = first
     buf = bytearray()
     used = 0  # bytes at the front of ``buf`` already committed
