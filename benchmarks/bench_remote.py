@@ -24,10 +24,11 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
      the 25-100 Gbit/s NICs of training machines, and more than the loopback ``rclone`` server
      delivers on this 2-core machine anyway (150-300 MB/s, measured with 8 plain boto3 GETs).
 
-   Recordings are read as ranged GETs verified block by block against the block-hash object
-   their registration wrote (``rayform.storage._sparse``: 128 KiB blocks, up to
-   ``PartPlan.connections`` ranges of one object at once, the first sent while the block list
-   arrives); a recording file is opened once all its blocks are verified, and a full shuffle's
+   Recordings are read verified block by block against the block-hash object their registration
+   wrote (``rayform.storage._sparse``: 128 KiB blocks; the recording's GET sent while the block
+   list arrives, ranged parts beyond 8 MiB); the same epochs reading recordings whole (hashed
+   whole, as before issue 26) are interleaved and their ratio printed as "before". A recording
+   file is opened once all its blocks are verified, and a full shuffle's
    first batch needs every segment, so it still waits for two metadata round trips
    (``catalog.json``, the slice) and then every byte: the printed floor, 0.19 s for 38.8 MB here,
    which caps the ratio near local / (local + floor) (0.79 for a 0.72 s local epoch; higher when
