@@ -30,7 +30,9 @@ Every class also inherits the builtin a caller would naturally catch::
     │   ├── DiskFullError                                 no space (ENOSPC) or quota (EDQUOT) left
     │   └── CacheError                                    the cache folder is unusable
     └── RemoteError                  (OSError)            object store / network failure
-        └── OfflineError                                  RAYFORM_OFFLINE=1 and object not cached
+        ├── OfflineError                                  RAYFORM_OFFLINE=1 and object not cached
+        └── IntegrityError                                remote bytes that do not match the hash
+                                                          trusted metadata names for them
 
 Warnings (not errors; ``warnings.warn`` categories)::
 
@@ -162,6 +164,11 @@ class OfflineError(RemoteError):
     """RAYFORM_OFFLINE=1 forbids the network and the object is not in the local cache."""
 
 
+class IntegrityError(RemoteError):
+    """A remote object's bytes (a block of it) do not hash to what the catalog's metadata names:
+    altered on the server or in transit; nothing of it reached a reader."""
+
+
 class ConversionWarning(UserWarning):
     """An importer registered a source but skipped part of it or kept it undecoded (raw bytes)."""
 
@@ -182,6 +189,7 @@ __all__ = [
     "EntryExistsError",
     "EntryNotFoundError",
     "FormatError",
+    "IntegrityError",
     "InvalidNameError",
     "LocalStorageError",
     "ObjectMissingError",

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from rayform.catalog._catalog import Catalog
 from rayform.catalog._references import Problem, catalog_references
 from rayform.errors import RayformError
+from rayform.storage._block_hashes import BlockHashes, hash_blocks
 from rayform.storage._listing import LocalListings
 from rayform.storage._local import LocalStore
 from rayform.storage._remote import RemoteStore
@@ -72,6 +74,7 @@ def check_catalog(url: str | os.PathLike[str] | Catalog) -> CheckReport:
     refs = catalog_references(catalog)
     problems = list(refs.problems)
     checked = 0
+    sound: dict[str, Path] = {}
     for digest, named_by in sorted(refs.objects.items()):
         where = f"{catalog.url}/{object_key(digest)}"
         held = refs.held(digest)
@@ -89,6 +92,14 @@ def check_catalog(url: str | os.PathLike[str] | Catalog) -> CheckReport:
                                                          f"{actual} (named by {named_by})"))
             continue
         checked += 1
+        sound[digest] = path
+    for digest, blocks in sorted(refs.block_lists.items()):
+        if digest in sound and blocks in sound:
+            problem = _block_list_problem(sound[digest], sound[blocks], where=f"{catalog.url}/"
+                                          f"{object_key(blocks)}")
+            if problem is not None:
+                problems.append(Problem(where=f"{catalog.url}/{object_key(blocks)}",
+                                        message=f"{problem} (block hashes of object {digest})"))
     store = catalog.store
     local = isinstance(store, LocalStore)
     if local:
@@ -108,3 +119,17 @@ def check_catalog(url: str | os.PathLike[str] | Catalog) -> CheckReport:
 
 def _offline(store: Store) -> bool:
     return isinstance(store, RemoteStore) and store.is_offline()
+
+
+def _block_list_problem(data: Path, blocks: Path, *, where: str) -> str | None:
+    """What is wrong with the block-hash object ``blocks`` of the object ``data``, or None."""
+    try:
+        listed = BlockHashes.from_bytes(blocks.read_bytes(), source=where)
+    except RayformError as err:
+        return str(err)
+    actual = hash_blocks(data, block_bytes=listed.block_bytes)
+    if actual != listed:
+        return ("damaged: its block hashes do not match the object's content (a remote read "
+                "would refuse the object)")
+    return None
+

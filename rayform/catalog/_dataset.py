@@ -16,7 +16,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.catalog._handle import CatalogHandle
-from rayform.catalog._metadata import DatasetVersion, SegmentRecord
+from rayform.catalog._metadata import DatasetVersion, SegmentRecord, block_lists
 from rayform.catalog._property_types import property_types_from_metadata
 from rayform.catalog._registration import (
     schema_from_text,
@@ -317,7 +317,9 @@ class DatasetView:
         def objects() -> Iterator[str]:
             for segment_id in segment_ids:
                 if segment_id not in self._opened:
-                    for layer in self.segment_record(segment_id).layers.values():
+                    record = self.segment_record(segment_id)
+                    self._catalog.store.note_block_hashes(block_lists(record))
+                    for layer in record.layers.values():
                         yield layer.object
 
         self._catalog.store.prefetch(objects())

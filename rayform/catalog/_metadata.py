@@ -95,6 +95,16 @@ class LayerRecord(_Strict):
     assets: dict[Digest, int]  # sha256 -> size in bytes
     properties: dict[str, PropertyValue]
     entities: dict[str, EntityIndex]
+    # sha256 of the object's block-hash object (rayform.storage._block_hashes): remote reads
+    # verify the recording block by block. Absent in layers registered before it existed
+    # (those are verified whole).
+    block_hashes: Digest | None = None
+
+
+def block_lists(record: SegmentRecord) -> dict[str, str]:
+    """Each layer object of ``record`` that has block hashes -> its block-hash object."""
+    return {layer.object: layer.block_hashes for layer in record.layers.values()
+            if layer.block_hashes is not None}
 
 
 class SegmentRecord(_Strict):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayform.catalog._catalog import Catalog
-from rayform.catalog._metadata import DatasetVersion
+from rayform.catalog._metadata import DatasetVersion, block_lists
 from rayform.catalog._slices import Slice, load_slice
 from rayform.catalog._snapshot import clear_cache
 from rayform.catalog._versions import load_version
@@ -81,7 +81,7 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
     slice_ = slice_id if isinstance(slice_id, Slice) else load_slice(catalog, slice_id)
     store = catalog.store
     if not isinstance(store, RemoteStore):
-        sizes = _object_sizes(slice_, catalog)
+        sizes, _ = _object_sizes(slice_, catalog)
         for digest in sizes:
             store.object_path(digest)  # raises when an object is missing
         return PullResult(slice_id=slice_.id, num_objects=len(sizes),
@@ -108,17 +108,20 @@ def pull_slice(target: Catalog | Any, slice_id: str | Slice, *, progress: bool =
                       seconds=time.perf_counter() - started, cache_dir=str(store.cache.root))
 
 
-def _object_sizes(slice_: Slice, catalog: Catalog) -> dict[str, int]:
-    """Every object the slice's segments read (recordings and assets), with its size; reading
-    the slice's metadata through ``catalog`` caches it for offline use."""
+def _object_sizes(slice_: Slice, catalog: Catalog) -> tuple[dict[str, int], dict[str, str]]:
+    """Every object the slice's segments read (recordings and assets), with its size, and the
+    block-hash object of each recording that has one; reading the slice's metadata through
+    ``catalog`` caches it for offline use."""
     view = slice_.view(catalog)
     view.schema()
     sizes: dict[str, int] = {}
+    lists: dict[str, str] = {}
     for record in view.segment_records():
+        lists.update(block_lists(record))
         for layer in record.layers.values():
             sizes[layer.object] = layer.size_bytes
             sizes.update(layer.assets)
-    return sizes
+    return sizes, lists
 
 
 def _fetch(store: RemoteStore, slice_: Slice, *, saved: bool, progress: bool,
@@ -132,7 +135,8 @@ def _fetch(store: RemoteStore, slice_: Slice, *, saved: bool, progress: bool,
     catalog = Catalog(store)  # reads catalog.json online: on disk again for offline use
     if saved:
         load_slice(catalog, slice_.id)  # its file too (from the server if it vanished)
-    sizes = _object_sizes(slice_, catalog)
+    sizes, lists = _object_sizes(slice_, catalog)
+    store.note_block_hashes(lists)
     header = load_version(store, slice_.dataset, slice_.dataset_version, DatasetVersion)
     store.object_path(header.segment_index)  # on disk, not only in this process's memory
     missing = {d: n for d, n in sizes.items() if not store.is_cached(d)}
@@ -146,6 +150,10 @@ def _fetch(store: RemoteStore, slice_: Slice, *, saved: bool, progress: bool,
 
         with ThreadPoolExecutor(max_workers=max(1, max_workers)) as pool:
             for _ in pool.map(fetch, sorted(missing, key=missing.__getitem__, reverse=True)):
+                pass
+            # The block-hash objects too (each already fetched to verify its recording, unless
+            # the recording was cached): a cache copied elsewhere reads the slice block by block.
+            for _ in pool.map(store.object_path, sorted(set(lists.values()))):
                 pass
     return sizes, missing
 

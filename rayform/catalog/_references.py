@@ -48,6 +48,8 @@ class References:
     metadata_files: int = 0
     problems: list[Problem] = field(default_factory=list)
     holders: dict[str, set[tuple[str, str, str]]] = field(default_factory=dict)
+    # recording object -> its block-hash object, for the layers that have one
+    block_lists: dict[str, str] = field(default_factory=dict)
 
     def add(self, digest: str, named_by: str) -> None:
         self.objects.setdefault(digest, named_by)
@@ -168,6 +170,8 @@ def _index_references(catalog: Catalog, dataset: str, header: DatasetVersion, so
                 refs.add(digest, named_by)
                 refs.add_holder(digest, dataset=dataset, segment_id=record.segment_id,
                                 layer=layer_name)
+            if layer.block_hashes is not None:
+                refs.block_lists[layer.object] = layer.block_hashes
 
 
 def _slice_references(catalog: Catalog, refs: References) -> set[tuple[str, int]]:

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import json
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Sequence
@@ -59,6 +60,7 @@ from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._widening import merged_type
 from rayform.recording._writer import asset_dir_for
 from rayform.recording._written import written_file
+from rayform.storage._block_hashes import hash_blocks
 from rayform.storage._documents import FORMAT_VERSION
 from rayform.storage._fetch import SourceUri, fetch_file, parse_source
 from rayform.storage._store import Store, sha256_file
@@ -266,15 +268,30 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
             continue
         stored, size = store.put_object(src)
         assets[stored] = size
+    # The block hashes first: put_own_object moves a converted file into the store.
+    blocks = store_block_hashes(store, prepared.source)
     if prepared.source_sha256 is not None:
         digest, size = store.put_own_object(prepared.source, sha256=prepared.source_sha256)
     else:
         digest, size = store.put_object(prepared.source)
     layer = LayerRecord(**{**dict(prepared.layer), "object": digest, "size_bytes": size,
-                           "assets": assets})
+                           "assets": assets, "block_hashes": blocks})
     return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
                          layer=layer, timelines=prepared.timelines, schema=prepared.schema,
                          request_uri=prepared.request_uri)
+
+
+def store_block_hashes(store: Store, source: Path) -> str:
+    """Store the block-hash object of the recording file ``source`` (remote readers verify the
+    recording block by block against it); returns its digest."""
+    staging = store.staging_dir()
+    try:
+        path = staging / "blocks"
+        path.write_bytes(hash_blocks(source).to_bytes())
+        digest, _ = store.put_object(path)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return digest
 
 
 def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:

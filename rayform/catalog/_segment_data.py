@@ -18,7 +18,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from rayform.catalog._metadata import SegmentRecord
+from rayform.catalog._metadata import SegmentRecord, block_lists
 from rayform.errors import ColumnNotFoundError
 from rayform.recording._columns import entity_of
 from rayform.recording._file import RecordingHeader, open_recording
@@ -121,6 +121,7 @@ class SegmentData:
     def files(self) -> list[tuple[RecordingHeader, pa.Table]]:
         """The (header, memory-mapped table) of each layer's recording file, opened once."""
         if self._files is None:
+            self._store.note_block_hashes(block_lists(self.record))
             self._files = [self._store.read_object(layer.object, open_recording)
                            for layer in self.record.layers.values()]
         return self._files

@@ -27,7 +27,14 @@ from rayform._digest import Digest
 from rayform.catalog._catalog import CATALOG_FILE, Catalog
 from rayform.catalog._dataset import DatasetView
 from rayform.catalog._dataset_entry import DatasetEntry, view_at_version
-from rayform.catalog._metadata import EntryId, EntryName, SegmentId, SegmentRecord, SegmentVersionId
+from rayform.catalog._metadata import (
+    EntryId,
+    EntryName,
+    SegmentId,
+    SegmentRecord,
+    SegmentVersionId,
+    block_lists,
+)
 from rayform.catalog._query import read_only_options
 from rayform.catalog._query_errors import translate_errors
 from rayform.catalog._query_limits import check_query_size, new_session_context
@@ -119,6 +126,7 @@ class SliceSegment:
     segment_id: str
     version: str
     objects: tuple[str, ...]
+    block_hashes: tuple[tuple[str, str], ...] = ()  # (object, its block-hash object)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +169,11 @@ class Slice:
     def objects(self) -> list[str]:
         """The content hashes of every file the slice reads (recordings and assets), sorted."""
         return sorted({o for s in self.segments for o in s.objects})
+
+    def block_lists(self) -> dict[str, str]:
+        """Each object of the slice that has block hashes -> its block-hash object (empty for
+        slices made before block hashes existed)."""
+        return {o: b for s in self.segments for o, b in s.block_hashes}
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -222,6 +235,7 @@ class Slice:
         (:meth:`metadata_keys`; a local store ignores the hint)."""
         store = open_store(self.catalog_url)
         store.prefetch_metadata(self.metadata_keys())
+        store.note_block_hashes(self.block_lists())
         return store
 
     def view(self, catalog: Catalog | None = None) -> DatasetView:
@@ -273,6 +287,9 @@ class SliceSegmentRecord(_Strict):
     segment_id: SegmentId
     version: SegmentVersionId
     objects: list[Digest]
+    # object -> its block-hash object, for the objects that have one (from the segment records;
+    # absent in older slices, not part of the slice's id)
+    block_hashes: dict[Digest, Digest] = {}
 
 
 class TimeRangeRecord(_Strict):
@@ -329,7 +346,9 @@ def slice_from_record(record: SliceRecord, catalog_url: str) -> Slice:
         dataset_id=record.dataset_id,
         dataset_version=record.dataset_version,
         segments=tuple(SliceSegment(segment_id=s.segment_id, version=s.version,
-                                    objects=tuple(s.objects)) for s in record.segments),
+                                    objects=tuple(s.objects),
+                                    block_hashes=tuple(sorted(s.block_hashes.items())))
+                       for s in record.segments),
         time_range=None if tr is None else TimeRange(timeline=tr.timeline, start=tr.start,
                                                      end=tr.end),
         where=record.where,
@@ -446,7 +465,8 @@ def create_slice(catalog: Catalog, dataset: str | DatasetView, *,
             timeline=resolved.timeline, kind=kinds[resolved.timeline],  # type: ignore[arg-type]
             start=resolved.start, end=resolved.end),
         segments=[SliceSegmentRecord(segment_id=s, version=records[s].version,
-                                     objects=_objects_of(records[s])) for s in chosen],
+                                     objects=_objects_of(records[s]),
+                                     block_hashes=block_lists(records[s])) for s in chosen],
         created_at_ns=time.time_ns(),
         excluded=excluded,
     )

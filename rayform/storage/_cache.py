@@ -51,7 +51,7 @@ def _stamp(st: os.stat_result) -> tuple[int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _remember_verified(path: Path, st: os.stat_result) -> None:
+def remember_verified(path: Path, st: os.stat_result) -> None:
     if len(_VERIFIED) >= _VERIFIED_MAX:
         _VERIFIED.clear()
     _VERIFIED[str(path)] = _stamp(st)
@@ -176,7 +176,7 @@ class ObjectCache:
                 path.unlink()  # corrupt: readers holding it open keep their inode
             _VERIFIED.pop(str(path), None)
             return None
-        _remember_verified(path, st)
+        remember_verified(path, st)
         return path
 
     def read_bytes(self, digest: str) -> bytes | None:
@@ -264,7 +264,7 @@ class ObjectCache:
             os.chmod(tmp, 0o444)
             os.replace(tmp, path)  # atomic: readers see no file or the whole file
             st = path.stat()
-        _remember_verified(path, st)
+        remember_verified(path, st)
         return path
 
     def add_file(self, src: Path, digest: str) -> Path:
@@ -314,6 +314,10 @@ class ObjectCache:
             pass
         with self.writing("storing a metadata pointer"):
             write_atomic(path, digest.encode())
+
+    def object_lock(self, digest: str) -> contextlib.AbstractContextManager[None]:
+        """The advisory lock of ``digest``: processes of one host fetch an object once."""
+        return self._lock(digest)
 
     @contextlib.contextmanager
     def _lock(self, digest: str) -> Iterator[None]:

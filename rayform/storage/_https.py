@@ -77,6 +77,11 @@ class HttpTransport(Transport):
             conn.sock.settimeout(seconds)
         conn.timeout = seconds
 
+    def release_thread(self) -> None:
+        """Close the calling thread's connection (a thread about to end: its connection would
+        otherwise be left for the garbage collector)."""
+        self._drop()
+
     def _drop(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None and getattr(self._local, "pid", None) == os.getpid():
@@ -185,6 +190,7 @@ class HttpTransport(Transport):
         """A reply whose body was not read to its end cannot share its connection again."""
         if not resp.isclosed():
             self._drop()
+            resp.close()  # its socket file too: the socket closes now, not when collected
 
     def exists(self, key: str) -> bool:
         try:

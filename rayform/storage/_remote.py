@@ -3,9 +3,11 @@
 A :class:`RemoteStore` adds to a :class:`Transport` (the protocol: S3 or HTTPS) everything the two
 share: the local content-addressed cache (data objects are fetched on demand, verified, and read
 from disk afterwards), retries with backoff, offline mode (``RAYFORM_OFFLINE=1``), and metadata
-caching. Snapshot and slice files are immutable, so once cached they are never fetched again;
-``catalog.json``, entry files and listings are fetched on every open while online, and the last copy
-seen serves offline use.
+caching. An object whose block hashes the metadata names (:meth:`RemoteStore.note_block_hashes`)
+is fetched as ranged reads verified block by block (:mod:`rayform.storage._sparse`); any other
+is fetched and hashed whole. Snapshot and slice files are immutable, so once cached they are never
+fetched again; ``catalog.json``, entry files and listings are fetched on every open while online,
+and the last copy seen serves offline use.
 """
 
 from __future__ import annotations
@@ -13,18 +15,30 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from concurrent.futures import Future
 from pathlib import Path
 
+from rayform._digest import require_digest
 from rayform._paths import component_problem
-from rayform.errors import CacheError, CorruptMetadataError, OfflineError, ReadOnlyCatalogError
+from rayform.errors import (
+    CacheError,
+    CorruptMetadataError,
+    IntegrityError,
+    OfflineError,
+    ReadOnlyCatalogError,
+    RemoteError,
+)
+from rayform.storage._block_hashes import BlockHashes
 from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
 from rayform.storage._early import EarlyReads
 from rayform.storage._inventory import ListedKey, StoredObject
 from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
+from rayform.storage._sparse import BlockMismatchError, fetch_blocks, release_thread
 from rayform.storage._store import OBJECTS_PREFIX, Store, digest_of_key, object_key, sha256_file
 
 CATALOG_FILE = "catalog.json"
@@ -116,6 +130,8 @@ class RemoteStore(Store):
         self._namespace: str | None = None
         self._prefetcher: ObjectPrefetcher | None = None
         self._early = EarlyReads(self._get)
+        self._block_lists: dict[str, str] = {}  # object -> its block-hash object
+        self._block_hashes: dict[str, BlockHashes] = {}  # block-hash object -> parsed
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.url!r}, cache={str(self.cache.root)!r})"
@@ -316,10 +332,66 @@ class RemoteStore(Store):
                                                lambda d: self.cache.path_of(d).exists())
         self._prefetcher.announce(digests, first=first)
 
+    def note_block_hashes(self, lists: Mapping[str, str]) -> None:
+        """Remember which objects have block hashes (from trusted metadata): they are fetched as
+        ranged reads verified block by block (see :mod:`rayform.storage._sparse`)."""
+        for digest, blocks in lists.items():
+            require_digest(digest, what="object with block hashes")
+            require_digest(blocks, what=f"block-hash object of {digest}")
+            self._block_lists[digest] = blocks
+
+    def _hashes_of(self, blocks: str) -> BlockHashes:
+        """The parsed block-hash object ``blocks`` (fetched whole and checked against its name)."""
+        hashes = self._block_hashes.get(blocks)
+        if hashes is None:
+            path = self._download(blocks)
+            hashes = BlockHashes.from_bytes(path.read_bytes(),
+                                            source=f"{self.url}/{object_key(blocks)}")
+            self._block_hashes[blocks] = hashes
+        return hashes
+
+    def _hashes_soon(self, blocks: str) -> Future[BlockHashes]:
+        """:meth:`_hashes_of` on a thread of its own (a fresh block download's first ranged GET
+        goes out meanwhile), or at once when known."""
+        future: Future[BlockHashes] = Future()
+        known = self._block_hashes.get(blocks)
+        if known is not None:
+            future.set_result(known)
+            return future
+
+        def run() -> None:
+            try:
+                future.set_result(self._hashes_of(blocks))
+            except BaseException as err:  # raised by the download that waits on it
+                future.set_exception(err)
+            finally:
+                release_thread(self.transport)
+
+        threading.Thread(target=run, daemon=True, name="rayform-block-list").start()
+        return future
+
     def _download(self, digest: str) -> Path:
         """One verified download into the cache (for :meth:`object_path` and read-ahead)."""
         key = object_key(digest)
         what = f"download {self.url}/{key}"
+        blocks = self._block_lists.get(digest)
+        if blocks is not None and self.transport.ranged:
+            hashes = self._hashes_soon(blocks)
+            try:
+                path = fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
+                                    plan=self.parts, retry=self.retry, what=what)
+                self._block_hashes.pop(blocks, None)  # needed again only to fetch it again
+                return path
+            except RemoteError as err:
+                if isinstance(err.__cause__, BlockMismatchError):
+                    raise IntegrityError(
+                        f"object {digest} of catalog {self.url} does not match the block hashes "
+                        f"its metadata names ({object_key(blocks)}): {err.__cause__}; no byte of "
+                        "it was used. The object was altered on the server (or every attempt "
+                        "was corrupted in transit): restore it from a good copy; `rayform check "
+                        f"{self.url}` lists damaged objects"
+                    ) from err
+                raise
         if not self.transport.ranged:
             return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
                                     retry=self.retry, what=what)

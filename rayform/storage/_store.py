@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -95,6 +95,12 @@ class Store(ABC):
         """Hint that the objects ``digests`` will be read soon, in this order (a remote store
         downloads them in the background, bounded; a local one has nothing to do); ``first``:
         before whatever earlier hints announced (they are needed sooner)."""
+        return None
+
+    def note_block_hashes(self, lists: Mapping[str, str]) -> None:
+        """Remember the block-hash object of each object in ``lists`` (object digest -> block-hash
+        object digest, read from trusted metadata): a remote store then reads those objects
+        block by block, each block verified on arrival; a local one reads files whole anyway."""
         return None
 
     def prefetch_metadata(self, keys: Iterable[str]) -> None:
