@@ -16,7 +16,8 @@ when it is longer than the longest run the other segments show.
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -34,9 +35,11 @@ IDENTICAL_MIN_PAIRS = 2  # never flag fewer identical pairs in a row than this
 BLACK_LEVEL = 8.0       # mean luma under this is a black frame …
 BLACK_MIN_S = 0.5       # … for at least this long
 MATCH_TOLERANCE_NS = 1_000_000
+T = TypeVar("T")
 
 
-def _file_of(seg: SegmentSeries, entity: str) -> Any:
+def file_of(seg: SegmentSeries, entity: str) -> Any:
+    """The local path of the camera's video asset, or None (no asset, or no segment data)."""
     digest = seg.video_assets.get(entity)
     if digest is None or seg.data is None:
         return None
@@ -61,7 +64,7 @@ def frames(ctx: Context, seg: SegmentSeries) -> list[Finding]:
               for d in other.video_assets.values()}
     out = []
     for entity, (rows, refs) in seg.video_timestamps.items():
-        path = _file_of(seg, entity)
+        path = file_of(seg, entity)
         if path is None or not len(refs):
             continue
         column = f"{entity}:VideoFrameReference:timestamp"
@@ -127,25 +130,21 @@ def sample_heads(stamps: npt.NDArray[np.int64], is_keyframe: npt.NDArray[np.bool
     return out
 
 
-def _luma_heads(path: Any, refs: npt.NDArray[np.int64], mode: str, info: Any
-                ) -> list[tuple[int, npt.NDArray[np.uint8]]]:
-    """Decoded luma planes ``(frame number, plane)`` of the sampled frames (numbers count from
-    the segment's first frame in the file); each head is decoded from its keyframe (a seek)."""
+def decode_ranges(path: Any, info: Any, ranges: list[tuple[int, int]],
+                  convert: Callable[[Any], T]) -> list[tuple[int, T]]:
+    """``(file frame index, convert(frame))`` for the frames of each half-open range of file
+    frame indices: a range not at the file's start is decoded from the keyframe at or before
+    it (a seek), and decoding stops at its last frame (nothing past it is decoded)."""
     from rayform.media._video_asset import pts_to_ns
     from rayform.media._video_codec import require_av
 
     av = require_av()
     stamps = info.frame_timestamps_ns
-    lo = int(np.searchsorted(stamps, int(refs.min()) - MATCH_TOLERANCE_NS))
-    hi = int(np.searchsorted(stamps, int(refs.max()) + MATCH_TOLERANCE_NS, side="right"))
-    count = min(hi - lo, len(refs))
-    out: list[tuple[int, npt.NDArray[np.uint8]]] = []
-    if count <= 0:
-        return out
+    out: list[tuple[int, T]] = []
     with av.open(str(path)) as container:
         stream = container.streams.video[0]
         stream.thread_type = "AUTO"
-        for start, stop in sample_heads(stamps, info.is_keyframe, lo, count, mode):
+        for start, stop in ranges:
             if start > 0:
                 target = int(stamps[start]) * info.time_base.denominator // (
                     info.time_base.numerator * 1_000_000_000)
@@ -158,10 +157,24 @@ def _luma_heads(path: Any, refs: npt.NDArray[np.int64], mode: str, info: Any
                 if number >= stop:
                     break
                 if number >= start:
-                    out.append((number - lo, _luma(frame)))
+                    out.append((number, convert(frame)))
                 if number + 1 >= stop:
-                    break  # the head is complete: decode no frame past it
+                    break  # the range is complete: decode no frame past it
     return out
+
+
+def _luma_heads(path: Any, refs: npt.NDArray[np.int64], mode: str, info: Any
+                ) -> list[tuple[int, npt.NDArray[np.uint8]]]:
+    """Decoded luma planes ``(frame number, plane)`` of the sampled frames (numbers count from
+    the segment's first frame in the file); each head is decoded from its keyframe (a seek)."""
+    stamps = info.frame_timestamps_ns
+    lo = int(np.searchsorted(stamps, int(refs.min()) - MATCH_TOLERANCE_NS))
+    hi = int(np.searchsorted(stamps, int(refs.max()) + MATCH_TOLERANCE_NS, side="right"))
+    count = min(hi - lo, len(refs))
+    if count <= 0:
+        return []
+    heads = sample_heads(stamps, info.is_keyframe, lo, count, mode)
+    return [(number - lo, plane) for number, plane in decode_ranges(path, info, heads, _luma)]
 
 
 def _frozen_pairs(planes: list[tuple[int, npt.NDArray[np.uint8]]], size: int
@@ -213,7 +226,7 @@ def _content(ctx: Context, seg: SegmentSeries) -> dict[str, dict[str, Any]]:
         return cached  # type: ignore[no-any-return]
     result: dict[str, dict[str, Any]] = {}
     for entity, (rows, refs) in seg.video_timestamps.items():
-        path = _file_of(seg, entity)
+        path = file_of(seg, entity)
         if path is None or not len(refs):
             continue
         try:

@@ -4,8 +4,10 @@ Per segment whose verdict is not ``ok``: one panel per numeric column a finding 
 segment's first numeric column), the flagged dimensions drawn over the rows (the others faint),
 each finding's row range shaded in its severity's colour and labelled with its check (a
 threshold on the series' own scale drawn as a dashed line, the baseline dotted), findings
-without a column (timing, episode) shaded on every panel, and the findings' messages listed
-below. Files are named for the segment (an id that is not a plain file name gets a hashed one).
+without a column (timing, episode) shaded on every panel, then for each video finding a row of
+frames around its range (:mod:`rayform.curation._plot_frames`), and the findings' messages
+listed below. Files are named for the segment (an id that is not a plain file name gets a
+hashed one).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from rayform._optional import require
 from rayform.catalog import DatasetView, Slice
+from rayform.curation._plot_frames import MAX_FRAMES, FramePlan, Thumbnail, decode_plan, plan_frames
 from rayform.curation._result import CurationResult
 from rayform.curation._series import SegmentSeries, load_series, numeric_columns
 
@@ -25,6 +28,7 @@ FEATURE = "rayform curate --plot"
 COLOURS = {"error": "tab:red", "warning": "tab:orange", "info": "tab:blue"}
 MAX_DIMS = 8            # flagged dimensions drawn per panel
 MAX_MESSAGES = 10       # finding messages listed under the panels
+FRAME_ROW_IN = 2.0      # height of a row of frames, inches
 VALUE_SCALE = ("values.offset",)  # checks whose threshold and baseline are values of the series
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,120}$")
 
@@ -86,17 +90,42 @@ def _draw_panel(ax: Any, seg: SegmentSeries, column: str, rows: list[dict[str, A
         ax.legend(fontsize=7, loc="upper right")
 
 
+def _draw_frames(axes: list[Any], plan: FramePlan, thumbs: list[Thumbnail]) -> None:
+    camera = plan.entity.rsplit("/", 1)[-1]
+    for i, ax in enumerate(axes):
+        ax.axis("off")
+        if i >= len(thumbs):
+            continue
+        thumb = thumbs[i]
+        head = f"{plan.check} {camera}" if i == 0 else ""
+        ax.set_title(f"{head}\nrow {thumb.row} ({thumb.role})", fontsize=7, loc="left")
+        if thumb.image is not None:
+            ax.imshow(thumb.image)
+        else:
+            ax.text(0.5, 0.5, thumb.note, ha="center", va="center", fontsize=7, wrap=True,
+                    transform=ax.transAxes)
+
+
 def plot_segment(pyplot: Any, seg: SegmentSeries, rows: list[dict[str, Any]],
                  title: str) -> Any:
-    """The figure of one segment's findings (``rows``: findings as dicts)."""
+    """The figure of one segment's findings (``rows``: findings as dicts): a panel per column,
+    then a row of frames per video finding (:func:`plan_frames`)."""
     panels = _panels(seg, rows)
+    plans = plan_frames(seg, rows)
     lines = [f"[{r['severity']}] {r['check']}: {r['message']}" for r in rows][:MAX_MESSAGES]
-    fig, axes = pyplot.subplots(max(len(panels), 1), 1, squeeze=False, layout="constrained",
-                                figsize=(10, 2.8 * max(len(panels), 1) + 0.25 * len(lines)))
-    for ax, column in zip(axes[:, 0], panels, strict=False):
+    count = max(len(panels), 1)
+    fig = pyplot.figure(layout="constrained",
+                        figsize=(10, 2.8 * count + FRAME_ROW_IN * len(plans) + 0.25 * len(lines)))
+    grid = fig.add_gridspec(count + len(plans), MAX_FRAMES,
+                            height_ratios=[2.8] * count + [FRAME_ROW_IN] * len(plans))
+    axes = [fig.add_subplot(grid[i, :]) for i in range(count)]
+    for ax, column in zip(axes, panels, strict=False):
         _draw_panel(ax, seg, column, rows)
     if not panels:
-        axes[0, 0].text(0.5, 0.5, "no numeric column", ha="center", transform=axes[0, 0].transAxes)
+        axes[0].text(0.5, 0.5, "no numeric column", ha="center", transform=axes[0].transAxes)
+    for j, plan in enumerate(plans):
+        _draw_frames([fig.add_subplot(grid[count + j, k]) for k in range(MAX_FRAMES)], plan,
+                     decode_plan(seg, plan))
     fig.suptitle(title, fontsize=10)
     if lines:
         fig.text(0.01, 0.0, "\n".join(line[:160] for line in lines), fontsize=7, va="bottom",

@@ -1,4 +1,5 @@
-"""Fixtures: the defect dataset (copies of the real Unitree episodes) and the real episodes."""
+"""Fixtures: the defect datasets (copies of the real Unitree episodes, numeric and video
+defects) and the real episodes."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from defects import REAL, build_dataset
+from video_defects import build_video_dataset
 
 from rayform.catalog import Catalog, DatasetEntry
 from rayform.errors import ConversionWarning
@@ -27,6 +29,15 @@ def defect_dataset(tmp_path_factory: pytest.TempPathFactory) -> DatasetEntry:
         pytest.skip(f"real data not available at {REAL}")
     root = tmp_path_factory.mktemp("defects")
     return _register(root, build_dataset(root))
+
+
+@pytest.fixture(scope="session")
+def video_dataset(tmp_path_factory: pytest.TempPathFactory) -> DatasetEntry:
+    """Shared by the video check and plot tests (built once per run)."""
+    if not REAL.is_dir():
+        pytest.skip(f"real data not available at {REAL}")
+    root = tmp_path_factory.mktemp("video")
+    return _register(root, build_video_dataset(root))
 
 
 @pytest.fixture()

@@ -1,50 +1,25 @@
 """Video defects in copies of the real Unitree episodes: a dropped frame and a duplicated frame
 (packets remuxed), a frozen camera (re-encoded); the real files' own identical pairs stay quiet.
 
-The six episodes are copies of real episodes 29 and 30 with all their rows; all but the first
-two get one joint nudged by a different few thousandths (far under any check's threshold) so
-that they are not near-duplicates of each other (``episode.duplicate``)."""
+The dataset: ``video_defects.build_video_dataset`` (the ``video_dataset`` fixture)."""
 
 from __future__ import annotations
 
-import functools
-import warnings
 from typing import Any
 
 import numpy as np
 import pytest
-from defects import REAL, STATE, Defect, build_dataset
-from video_defects import frozen_copy, remux
 
-from rayform.catalog import Catalog, DatasetEntry
+from rayform.catalog import DatasetEntry
 from rayform.curation import CurationResult, curate
 
 pytestmark = pytest.mark.realdata
 CAMERA = "/observation.images.cam_high:VideoFrameReference:timestamp"
 
 
-def _nudge(t: dict[str, np.ndarray], by: float) -> dict[str, np.ndarray]:
-    t[STATE][:, 10] += np.float32(by)  # 0.6 % of the joint's spread per step of ``by``
-    return t
-
-
-NUDGES = tuple(Defect(i, "none", None, None, None, functools.partial(_nudge, by=0.005 * i))
-               for i in range(2, 6))
-
-
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory: pytest.TempPathFactory) -> DatasetEntry:
-    if not REAL.is_dir():
-        pytest.skip(f"real data not available at {REAL}")
-    root = tmp_path_factory.mktemp("video")
-    videos = {2: functools.partial(remux, drop=101), 4: functools.partial(remux, duplicate=101),
-              5: functools.partial(frozen_copy, start=100, stop=130)}
-    source = build_dataset(root, defects=NUDGES, trims=(0, 0, 0), videos=videos)  # type: ignore[arg-type]
-    dataset: DatasetEntry = Catalog.create(str(root / "catalog")).create_dataset("g1")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        dataset.register([str(source)]).wait()
-    return dataset
+def dataset(video_dataset: DatasetEntry) -> DatasetEntry:
+    return video_dataset
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,19 @@
 """Video defect fixtures: real Unitree AV1 files remuxed with a frame dropped or duplicated
-(packets copied, nothing re-encoded), and one re-encoded with a frozen stretch."""
+(packets copied, nothing re-encoded), and one re-encoded with a frozen stretch.
+
+:func:`build_video_dataset`: six copies of real episodes 29 and 30 with all their rows, episode
+2 with a dropped frame, 4 with a duplicated one, 5 frozen from frame 100 to 129; all but the
+first two get one joint nudged by a different few thousandths (far under any check's
+threshold) so that they are not near-duplicates of each other (``episode.duplicate``)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from defects import STATE, Defect, build_dataset
 
 from rayform.media import write_video_mp4
 from rayform.media._video_codec import require_av
@@ -53,3 +60,19 @@ def frozen_copy(source: Path, target: Path, *, start: int, stop: int) -> None:
             frames.append(frame.to_ndarray(format="rgb24")[::4, ::4].copy())
     frames[start:stop] = [frames[start]] * (stop - start)
     write_video_mp4(target, np.stack(frames), codec="h264", gop=2, fps=30, crf=0)  # lossless
+
+
+def _nudge(t: dict[str, np.ndarray], by: float) -> dict[str, np.ndarray]:
+    t[STATE][:, 10] += np.float32(by)  # 0.6 % of the joint's spread per step of ``by``
+    return t
+
+
+NUDGES = tuple(Defect(i, "none", None, None, None, functools.partial(_nudge, by=0.005 * i))
+               for i in range(2, 6))
+
+
+def build_video_dataset(root: Path) -> Path:
+    """Write the six-episode LeRobot folder with the video defects under ``root``."""
+    videos = {2: functools.partial(remux, drop=101), 4: functools.partial(remux, duplicate=101),
+              5: functools.partial(frozen_copy, start=100, stop=130)}
+    return build_dataset(root, defects=NUDGES, trims=(0, 0, 0), videos=videos)  # type: ignore[arg-type]
