@@ -19,7 +19,10 @@ episode at a time, so the peak RSS must not grow with the source: the target is
 and the catalog). The growth over the warmed-up process is printed beside an episode's bytes,
 the unit the streaming promise is about, and per segment: what grows with the source is the
 segment count (each pending segment's entity index is held until the registration commits,
-about 0.1 MiB a segment with the allocators' share), not its bytes.
+about 0.1 MiB a segment with the allocators' share), not its bytes. The figure is the child's
+peak; the line's ``rss`` column is this (generating) process's, as in every benchmark.
+Measured 2026-12-02 (2 cores, load ~7): 1.9 GB robomimic file, 455 demos: 248 MiB (budget 878);
+1.9 GB Zarr store, 455 episodes: 252 MiB (budget 868).
 """
 
 from __future__ import annotations
