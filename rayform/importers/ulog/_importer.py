@@ -157,10 +157,11 @@ def field_component(field: str) -> str:
 
 def field_groups(names: Iterable[str]) -> dict[str, list[str]]:
     """Field names grouped into components: ``gyro_rad[0..2]`` → ``gyro_rad``, in element
-    order; padding fields and ``timestamp`` left out."""
+    order; padding fields (nested ones too: ``heartbeats[0]._padding0``) and ``timestamp``
+    left out."""
     groups: dict[str, list[tuple[int, str]]] = {}
     for name in names:
-        if name == TIMESTAMP or name.startswith("_padding"):
+        if name == TIMESTAMP or name.rsplit(".", 1)[-1].startswith("_padding"):
             continue
         match = _ELEMENT.match(name)
         base, index = (match["base"], int(match["index"])) if match else (name, -1)

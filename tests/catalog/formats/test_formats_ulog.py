@@ -20,9 +20,11 @@ SAMPLE = "px4-pyulog-ulog/sample.ulg"
 
 def test_field_names_group_into_entities() -> None:
     groups = field_groups(["timestamp", "gyro_rad[0]", "gyro_rad[2]", "gyro_rad[1]", "x",
-                           "_padding0", "esc[0].esc_rpm", "esc[1].esc_rpm"])
+                           "_padding0", "esc[0].esc_rpm", "esc[1].esc_rpm", "esc[0]._padding0[1]",
+                           "previous.lat", "previous._padding0[0]"])
     assert groups == {"gyro_rad": ["gyro_rad[0]", "gyro_rad[1]", "gyro_rad[2]"], "x": ["x"],
-                      "esc/0/esc_rpm": ["esc[0].esc_rpm"], "esc/1/esc_rpm": ["esc[1].esc_rpm"]}
+                      "esc/0/esc_rpm": ["esc[0].esc_rpm"], "esc/1/esc_rpm": ["esc[1].esc_rpm"],
+                      "previous.lat": ["previous.lat"]}
     assert entity_base("sensor_combined", 0) == "/sensor_combined"
     assert entity_base("actuator_outputs", 1) == "/actuator_outputs_1"
 
@@ -89,3 +91,16 @@ def test_several_logs_register_as_one_segment_each(realdata: Path, catalog: Cata
     copy.write_bytes((realdata / APPENDED).read_bytes())
     ids = ds.register([realdata / APPENDED, copy]).wait().segment_ids
     assert sorted(ids) == ["sample_appended_multiple", "second_flight"]
+
+
+def test_padding_inside_nested_fields_is_dropped(realdata: Path, catalog: Catalog) -> None:
+    path = realdata / "px4-pyulog-ulog/sample_log_small.ulg"
+    nested = [f.field_name for d in pyulog.ULog(str(path)).data_list
+              for f in d.field_data if "._padding" in f.field_name]
+    assert nested  # e.g. position_setpoint_triplet's previous._padding0, heartbeats[0]._padding0
+    ds = catalog.create_dataset("px4")
+    ds.register(path)
+    columns = ds.schema().component_columns()
+    assert not [c for c in columns if "_padding" in c]
+    assert "/telemetry_status:ULog:heartbeats/0/system_id" in columns
+    assert "/position_setpoint_triplet:ULog:previous.lat" in columns
