@@ -1,4 +1,5 @@
-"""Default locations: the local catalog used when none is named, and the object cache."""
+"""Defaults: the local catalog used when none is named, the object cache, and where ``rayform ui``
+listens (here, not in ``rayform.ui``, so the command line's help needs no web stack)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from pathlib import Path
 
 CATALOG_ENV = "RAYFORM_CATALOG"
 CACHE_ENV = "RAYFORM_CACHE_DIR"
+UI_HOST = "127.0.0.1"  # loopback: the catalog stays on this machine unless asked
+UI_PORT = 8765
+UI_SQL_TIMEOUT_S = 30.0  # a query of the web page that runs longer is cancelled
 
 
 def default_catalog_url() -> str:

@@ -135,7 +135,7 @@ def cmd_register(args: argparse.Namespace) -> int:
               f"{sum(v.verdict != 'ok' for v in checked.verdicts)} segment(s) to review or "
               f"exclude (SELECT * FROM {args.dataset}.findings)",
               file=sys.stderr)
-    else:
+    if not ids:
         print(f"registered nothing into {args.dataset!r}: every segment is there already "
               "(--on-duplicate skip); --on-duplicate replace overwrites them")
     return 0

@@ -22,8 +22,11 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    from rayform.ui._app import DEFAULT_SQL_TIMEOUT_S
-    from rayform.ui._server import DEFAULT_HOST, DEFAULT_PORT
+    # The defaults from the lowest layer: importing rayform.ui would load the web stack and
+    # the catalog for every command's --help.
+    from rayform._defaults import UI_HOST as DEFAULT_HOST
+    from rayform._defaults import UI_PORT as DEFAULT_PORT
+    from rayform._defaults import UI_SQL_TIMEOUT_S as DEFAULT_SQL_TIMEOUT_S
 
     p = add_command(sub, "ui", summary="browse the catalog in a web browser",
                     example="rayform ui --catalog my-catalog",

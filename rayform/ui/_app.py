@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+from rayform._defaults import UI_SQL_TIMEOUT_S
 from rayform.catalog import Catalog, DatasetEntry
 from rayform.errors import (
     ColumnNotFoundError,
@@ -53,7 +54,7 @@ from rayform.ui._statistics import statistics_rows
 from rayform.ui._values import cell_text
 
 HERE = Path(__file__).parent
-DEFAULT_SQL_TIMEOUT_S = 30.0
+DEFAULT_SQL_TIMEOUT_S = UI_SQL_TIMEOUT_S
 EXAMPLE_QUERY = "SELECT count(*) FROM {}.segments"
 # The dataset page computes statistics as it opens up to this many segments; beyond, on a click.
 AUTO_STATISTICS_SEGMENTS = 500

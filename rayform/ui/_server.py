@@ -10,10 +10,11 @@ import webbrowser
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from rayform._defaults import UI_HOST, UI_PORT
 from rayform.errors import ConfigError
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+DEFAULT_HOST = UI_HOST
+DEFAULT_PORT = UI_PORT
 
 
 class ExposedServerWarning(UserWarning):
