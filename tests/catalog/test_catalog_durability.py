@@ -65,11 +65,11 @@ def test_register_makes_every_file_and_folder_durable_before_the_commit(
     # the snapshot: bytes before the link, its folder after it
     assert _fsynced(events, snapshot_tmp, before=commit)
     assert _fsynced(events, str(Path(snapshot).parent), before=len(events), after=commit)
-    # every object stored by this registration (the recording and the new segment index):
-    # bytes before the rename, the rename before the commit
+    # every object stored by this registration (the recording, its block-hash object and the new
+    # segment index): bytes before the rename, the rename before the commit
     stored = [(i, src, dst) for i, (kind, src, dst) in enumerate(events)
               if kind == "replace" and "/objects/" in dst]
-    assert len(stored) == 2
+    assert len(stored) == 3
     for i, src, dst in stored:
         assert i < commit
         assert _fsynced(events, src, before=i), f"object {dst} was not fsynced before its rename"
