@@ -87,7 +87,10 @@ def _matrix(values: pa.Array) -> npt.NDArray[np.float64] | None:
     return data.reshape(len(values), int(widths[0]))
 
 
-def _names(data: SegmentData, column: str, width: int, timeline: str) -> tuple[str, ...]:
+def dimension_names(data: SegmentData, column: str, width: int,
+                    timeline: str) -> tuple[str, ...]:
+    """The names of ``column``'s ``width`` dimensions (its entity's ``SeriesLines:names`` when
+    they fit, else ``"0"``, ``"1"``, …)."""
     names_column = f"{entity_of(column)}:{NAMES}"
     if data.has_column(names_column):
         rows = data.column(names_column, timeline).values
@@ -129,8 +132,8 @@ def load_series(view: DatasetView, segment_id: str, columns: list[str]) -> Segme
             continue
         index = rows.index if seq is not None or clock.ns is None else \
             np.searchsorted(clock.ns, rows.index).astype(np.int64)
-        out.series[column] = Series(column=column, rows=index, values=matrix,
-                                    names=_names(data, column, matrix.shape[1], timeline))
+        names = dimension_names(data, column, matrix.shape[1], timeline)
+        out.series[column] = Series(column=column, rows=index, values=matrix, names=names)
     if seq is None:
         return out
     for entity in record.entities:

@@ -146,10 +146,7 @@ class PooledBatchCollator:
                 used.append(slot)
                 shape = tuple(leaf.shape)
                 slot.payload(leaf.dtype, shape).copy_(leaf)
-                out.append(PooledLeaf(slot.slot_id, leaf.dtype, shape, int(slot.state[0])))
-                if not slot.sent:
-                    new_slots[slot.slot_id] = slot.buffer
-                    slot.sent = True
+                out.append(_filled(slot, leaf.dtype, shape, new_slots))
         except BaseException:
             pool.release_all(used)
             raise
@@ -177,16 +174,23 @@ class PooledBatchCollator:
                     continue
                 used.append(slot)
                 torch.stack(tensors, out=slot.payload(first.dtype, shape))
-                leaves.append(PooledLeaf(slot.slot_id, first.dtype, shape, int(slot.state[0])))
-                if not slot.sent:
-                    new_slots[slot.slot_id] = slot.buffer
-                    slot.sent = True
+                leaves.append(_filled(slot, first.dtype, shape, new_slots))
         except BaseException:
             pool.release_all(used)
             raise
         return WireBatch(pool_id=pool.pool_id, pid=pool.pid, new_slots=new_slots,
                          retired=pool.take_retired(), leaves=leaves, structure=structure,
                          assemble=assemble)
+
+
+def _filled(slot: Slot, dtype: torch.dtype, shape: tuple[int, ...],
+            new_slots: dict[int, torch.Tensor]) -> PooledLeaf:
+    """The wire leaf of a slot just filled; its buffer goes into ``new_slots`` the first time the
+    slot is sent (the main process maps it once)."""
+    if not slot.sent:
+        new_slots[slot.slot_id] = slot.buffer
+        slot.sent = True
+    return PooledLeaf(slot.slot_id, dtype, shape, int(slot.state[0]))
 
 
 # ------------------------------------------------------------------------------ structure

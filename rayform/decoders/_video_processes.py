@@ -34,8 +34,7 @@ from typing import Any, Final
 
 from rayform.decoders._shared_frames import SharedFramePool
 from rayform.decoders._video_plan import PacketRun
-from rayform.decoders._video_runs import RunDecoder, RunFailedError
-from rayform.media._video_bitstream import detect_gop_start
+from rayform.decoders._video_runs import RunDecoder, RunFailedError, check_run_start
 from rayform.media._video_frames import PacketColumn
 from rayform.media._video_session import DecoderSession, SessionCache
 from rayform.media._video_worker import READY, STOP, TASKS, Result, Task
@@ -301,13 +300,7 @@ class ProcessRunDecoder:
             session = None
         resumed = session is not None
         if session is None:
-            is_start = detect_gop_start(anchor, self.codec)
-            if is_start is False or (is_start is None and not run.trusted):
-                raise RunFailedError(
-                    "keyframe",
-                    f"row {run.start} does not start a group of pictures ({self.codec} "
-                    "keyframe with its parameter sets); is_keyframe disagrees with the stream",
-                )
+            check_run_start(run, anchor, self.codec)
             session = DecoderSession(key=key, anchor=anchor, stream=(run.segment_id, self.codec),
                                      context=(-1, self.processes.new_slot()))
         base = session.pts_base - run.start

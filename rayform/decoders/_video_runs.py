@@ -28,6 +28,22 @@ class RunFailedError(Exception):
         self.kind = kind
 
 
+def check_run_start(run: PacketRun, anchor: bytes, codec: str) -> None:
+    """Refuse a new session on ``run`` unless its first packet starts a group of pictures (or
+    the stream cannot tell and the run's keyframe flag is trusted).
+
+    Raises:
+        RunFailedError: the first packet is no keyframe with its parameter sets.
+    """
+    is_start = detect_gop_start(anchor, codec)
+    if is_start is False or (is_start is None and not run.trusted):
+        raise RunFailedError(
+            "keyframe",
+            f"row {run.start} does not start a group of pictures ({codec} "
+            "keyframe with its parameter sets); is_keyframe disagrees with the stream",
+        )
+
+
 class RunDecoder:
     """Decodes runs for one :class:`VideoFrameDecoder`, sharing its open sessions.
 
@@ -76,13 +92,7 @@ class RunDecoder:
             session = None
         resumed = session is not None
         if session is None:
-            is_start = detect_gop_start(anchor, self.codec)
-            if is_start is False or (is_start is None and not run.trusted):
-                raise RunFailedError(
-                    "keyframe",
-                    f"row {run.start} does not start a group of pictures ({self.codec} "
-                    "keyframe with its parameter sets); is_keyframe disagrees with the stream",
-                )
+            check_run_start(run, anchor, self.codec)
             session = DecoderSession(key=key, anchor=anchor, stream=(run.segment_id, self.codec),
                                      context=self._packet_decoder(run.segment_id))
         context = session.context

@@ -18,8 +18,7 @@ import pyarrow as pa
 from rayform.catalog import DatasetEntry, SegmentData
 from rayform.catalog._metadata import SegmentRecord
 from rayform.catalog._note_ranges import pick_timelines
-from rayform.curation._series import _names as dimension_names
-from rayform.curation._series import numeric_columns
+from rayform.curation._series import dimension_names, numeric_columns
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
     VIDEO_ASSET,
