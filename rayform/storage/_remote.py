@@ -345,8 +345,9 @@ class RemoteStore(Store):
         hashes = self._block_hashes.get(blocks)
         if hashes is None:
             path = self._download(blocks)
-            hashes = BlockHashes.from_bytes(path.read_bytes(),
-                                            source=f"{self.url}/{object_key(blocks)}")
+            with self.cache.writing(f"reading block-hash object {blocks}"):  # a cleaner may race
+                data = path.read_bytes()
+            hashes = BlockHashes.from_bytes(data, source=f"{self.url}/{object_key(blocks)}")
             self._block_hashes[blocks] = hashes
         return hashes
 
