@@ -100,3 +100,30 @@ def test_a_cleaner_running_alongside_a_pull_never_gives_a_raw_error(
     assert len(outcomes) == 8
     rayform.Client(https_catalog.url).pull(slice_id, progress=False)
     _reads_offline_like(local_catalog, https_catalog.url, slice_id, monkeypatch)
+
+
+def test_a_block_hash_object_removed_right_after_its_download_is_a_cache_error(
+        https_catalog: Https, local_catalog: rayform.Catalog, cache_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race CI once hit: a cleaner deletes the block-hash object between its verified
+    download and its read. The pull names the cache; a pull after it works."""
+    from rayform.storage import _remote
+
+    slice_id = _slice(local_catalog)
+    download = _remote.RemoteStore._download
+    blocks_seen: list[str] = []
+
+    def vanishing(self: _remote.RemoteStore, digest: str) -> Path:
+        path = download(self, digest)
+        if digest in self._block_lists.values():
+            blocks_seen.append(digest)
+            path.unlink()
+        return path
+
+    monkeypatch.setattr(_remote.RemoteStore, "_download", vanishing)
+    with pytest.raises(RayformError, match="block-hash object .* in the cache"):
+        rayform.Client(https_catalog.url).pull(slice_id, progress=False)
+    assert blocks_seen  # the catalog's objects do have block hashes: the race was reached
+    monkeypatch.setattr(_remote.RemoteStore, "_download", download)
+    rayform.Client(https_catalog.url).pull(slice_id, progress=False)
+    _reads_offline_like(local_catalog, https_catalog.url, slice_id, monkeypatch)
