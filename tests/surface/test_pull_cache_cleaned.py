@@ -121,7 +121,7 @@ def test_a_block_hash_object_removed_right_after_its_download_is_a_cache_error(
         return path
 
     monkeypatch.setattr(_remote.RemoteStore, "_download", vanishing)
-    with pytest.raises(RayformError, match="block-hash object .* in the cache"):
+    with pytest.raises(RayformError, match=r"block-hash object .* in the cache"):
         rayform.Client(https_catalog.url).pull(slice_id, progress=False)
     assert blocks_seen  # the catalog's objects do have block hashes: the race was reached
     monkeypatch.setattr(_remote.RemoteStore, "_download", download)
