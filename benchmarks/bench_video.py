@@ -20,12 +20,10 @@ packets on all cores (a process per core), with the same output format:
   measured on all cores.
 
 Targets (the video field alone, 30 Hz grid, ``num_workers=0``): every loader >= 0.8 of its limit,
-each line judged on its own. The loaders use the default decoder (``decode_processes=None``:
-calls that read in sequence, as ``BlockShuffle``'s, decode in one worker process per core, off
-this process's GIL; scattered single frames, as the shuffled map's, in-process on threads); the
-``in-process`` lines (``decode_processes=0``: always threads, the default before) are printed
-beside them in full mode, untargeted, for comparison. CPU per sample counts this process and the
-decode workers. ``BlockShuffle`` is measured twice
+each line judged on its own. The loaders use the default decoder (in-process decode threads); the
+``worker processes`` lines (``decode_processes=None``: one decode process per core, off this
+process's GIL) are printed beside them in full mode, untargeted, for comparison. CPU per sample
+counts this process and the decode workers. ``BlockShuffle`` is measured twice
 against the same limit: per sample (``DataLoader(ds, batch_size=32)``, the Rerun-compatible
 surface) and batched
 (``RerunIterableDataset(batch_size=32)`` with ``DataLoader(ds, batch_size=None)``: batches cut
@@ -150,15 +148,15 @@ def plan_jobs(index: Any, blocks: list[npt.NDArray[np.int64]], frame_ns: list[np
 
 
 # ---------------------------------------------------------------------------------- loaders
-def video_fields(*, processes: int | None = None) -> dict[str, Field]:
-    """The camera field; ``processes=None``: the default decoder (sequential calls in worker
-    processes, one per core), ``0``: in-process threads only."""
+def video_fields(*, processes: int | None = 0) -> dict[str, Field]:
+    """The camera field; ``processes=0``: the default decoder (in-process threads), ``None``:
+    decoded in worker processes, one per core (``decode_processes=None``)."""
     return {"video": Field(w.VIDEO, VideoFrameDecoder(output_format=OUTPUT_FORMAT,
                                                       decode_processes=processes))}
 
 
-def in_process_fields() -> dict[str, Field]:
-    return video_fields(processes=0)
+def process_fields() -> dict[str, Field]:
+    return video_fields(processes=None)
 
 
 def full_fields() -> dict[str, Field]:
@@ -254,8 +252,9 @@ def main() -> int:
                                dtype=np.int64) for sid in sorted(ids)]
         with mp.get_context("fork").Pool(w.cores()) as pool:
             pool.map(_decode_jobs, [[] for _ in range(w.cores())])  # start the processes
-            WORKER_PIDS[:] = start_workers()  # the default decoder uses them
-            print(f"  (video decode worker processes: {len(WORKER_PIDS)})")
+            if not w.QUICK:  # the worker-process lines run in full mode only
+                WORKER_PIDS[:] = start_workers()
+                print(f"  (video decode worker processes: {len(WORKER_PIDS)})")
             run_measures(verdicts, pool, workload, source, episode_of, frame_ns)
     return verdicts.exit_code()
 
@@ -271,27 +270,27 @@ def run_measures(verdicts: w.Verdicts, pool: Any, workload: w.Workload, source: 
 
     grid30 = RerunMapDataset(source, w.INDEX, video_fields(),
                              timeline_sampling=w.FixedRateSampling(rate_hz=w.CAMERA_HZ))
-    grid30_threads = RerunMapDataset(source, w.INDEX, in_process_fields(),
+    grid30_procs = RerunMapDataset(source, w.INDEX, process_fields(),
                                    timeline_sampling=w.FixedRateSampling(rate_hz=w.CAMERA_HZ))
     seq_jobs = sequential_jobs(workload)
     seq_frames = sum(j[2] - j[1] + 1 for j in seq_jobs)
     print("(a) the video field alone, 30 Hz grid (one frame per sample)")
-    # name -> (run, target): the default decoder is judged; the in-process lines
-    # (decode_processes=0) are printed beside it for comparison.
+    # name -> (run, target): the default decoder (in-process threads) is judged; the worker
+    # process lines (decode_processes=None) are printed beside it for comparison.
     cases: dict[str, tuple[Callable[[], tuple[float, float, list[npt.NDArray[np.int64]]]],
                            float | None]] = {
         "iterable BlockShuffle": (lambda: iterable_run(video_ds(BlockShuffle(), w.CAMERA_HZ,
                                                                 video_fields)), 0.8),
-        "iterable BlockShuffle, in-process": (lambda: iterable_run(video_ds(
-            BlockShuffle(), w.CAMERA_HZ, in_process_fields)), None),
+        "iterable BlockShuffle, worker processes": (lambda: iterable_run(video_ds(
+            BlockShuffle(), w.CAMERA_HZ, process_fields)), None),
         "iterable BlockShuffle, batched": (lambda: iterable_run(video_ds(
             BlockShuffle(), w.CAMERA_HZ, video_fields, batch_size=w.BATCH)), 0.8),
-        "iterable BlockShuffle, batched, in-process": (lambda: iterable_run(video_ds(
-            BlockShuffle(), w.CAMERA_HZ, in_process_fields, batch_size=w.BATCH)), None),
+        "iterable BlockShuffle, batched, worker processes": (lambda: iterable_run(video_ds(
+            BlockShuffle(), w.CAMERA_HZ, process_fields, batch_size=w.BATCH)), None),
         "iterable SampleShuffle": (lambda: iterable_run(video_ds(SampleShuffle(), w.CAMERA_HZ,
                                                                  video_fields)), 0.8),
         "map, shuffled sampler": (lambda: map_run(grid30), 0.8),
-        "map, shuffled sampler, in-process": (lambda: map_run(grid30_threads), None),
+        "map, shuffled sampler, worker processes": (lambda: map_run(grid30_procs), None),
     }
     for name, (run, target) in cases.items():
         if w.QUICK and target is None:

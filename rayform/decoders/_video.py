@@ -74,9 +74,6 @@ _KEYFRAME_COMPONENT: Final = "is_keyframe"
 JOBS_PER_THREAD: Final = 3
 # Video files kept indexed (packet table + memory map) per decoder, beyond the open sessions.
 _MIN_ASSET_CACHE: Final = 16
-# decode_processes=None: a call reads in sequence (worth the worker processes) when its runs want
-# this many frames each on average; a shuffled map batch wants about one per run.
-SEQUENTIAL_FRAMES_PER_RUN: Final = 4
 
 
 class VideoFrameDecoder(ColumnDecoder):
@@ -136,15 +133,11 @@ class VideoFrameDecoder(ColumnDecoder):
             included (rayform's addition); ``None`` uses the process's CPUs (at most 8) in the
             main process and, inside a DataLoader worker, the CPUs divided among the workers.
         decode_processes: worker processes that decode packet streams to RGB off this
-            process's GIL (rayform's addition; frames identical to in-process decoding):
-            ``None`` (the default) uses one per decode thread when there are at least two, for
-            calls that read frames in sequence (at least ``SEQUENTIAL_FRAMES_PER_RUN`` wanted
-            frames per decoded run on average, as ``BlockShuffle`` and in-order reads do;
-            scattered single frames, as a shuffled map dataset's, decode in-process, where
-            they measured faster); ``n`` starts ``n`` and sends them every call; ``0`` decodes
-            in-process only. Video assets and YUV output always decode in-process. Each
-            worker holds up to ``max_decoder_sessions`` open decoders; frames are written into
-            one shared-memory arena of 128 MiB per process
+            process's GIL (rayform's addition; frames identical to in-process decoding): ``0``
+            (the default) decodes in-process only, ``None`` uses one per decode thread when
+            there are at least two, ``n`` starts ``n``. Video assets and YUV output always
+            decode in-process. Each worker holds up to ``max_decoder_sessions`` open decoders;
+            frames are written into one shared-memory arena of 128 MiB per process
             (:mod:`rayform.decoders._video_processes`).
     """
 
@@ -157,7 +150,7 @@ class VideoFrameDecoder(ColumnDecoder):
         window_storage: WindowStorage = "copy",
         output_format: OutputFormat = "rgb",
         decode_threads: int | None = None,
-        decode_processes: int | None = None,
+        decode_processes: int | None = 0,
     ) -> None:
         if not isinstance(codec, str) or not codec.strip():
             raise ConfigError(f"VideoFrameDecoder: codec must be a codec name, got {codec!r}")
@@ -224,7 +217,7 @@ class VideoFrameDecoder(ColumnDecoder):
     def __repr__(self) -> str:
         defaults = {"codec": "h264", "max_decoder_sessions": 8, "thread_count": 1,
                     "window_storage": "copy", "output_format": "rgb", "decode_threads": None,
-                    "decode_processes": None}
+                    "decode_processes": 0}
         options = [f"{name}={getattr(self, name)!r}" for name, default in defaults.items()
                    if getattr(self, name) != default]
         return f"VideoFrameDecoder({', '.join(options)})"
@@ -406,10 +399,8 @@ class VideoFrameDecoder(ColumnDecoder):
         """Decode the runs in the worker processes; the slab, or ``None`` to decode in-process
         (no workers, not started yet, frame size not known, no shared memory left, a worker
         died or a frame of another size came out)."""
-        if not runs or (self.decode_processes is None and not reads_in_sequence(runs)):
-            return None
         procs = self.process_decoder()
-        if procs is None or not procs.processes.usable:
+        if procs is None or not runs or not procs.processes.usable:
             return None
         sizes = {self._frame_size(run, packets) for run in runs}
         if len(sizes) != 1 or None in sizes:
@@ -601,9 +592,3 @@ def _failure_of(segment_id: str, failures: list[tuple[str, str]]) -> str:
     return failures[0][1] if failures else "its frames were not decoded"
 
 
-def reads_in_sequence(runs: Sequence[PacketRun]) -> bool:
-    """Whether a call's runs read frames in sequence: at least ``SEQUENTIAL_FRAMES_PER_RUN``
-    wanted frames per run on average (``decode_processes=None`` sends only such calls to the
-    worker processes)."""
-    wanted = sum(len(run.wanted_rows) for run in runs)
-    return wanted >= SEQUENTIAL_FRAMES_PER_RUN * len(runs)

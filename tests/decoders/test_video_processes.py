@@ -83,29 +83,6 @@ def test_random_and_block_reads_equal_the_in_process_path(codec: str, gop: int) 
     assert workers.process_calls == len(draws) + len(blocks)
 
 
-def test_the_default_sends_sequential_calls_to_the_workers_and_scattered_ones_in_process(
-        ) -> None:
-    """``decode_processes=None`` (the default): a block of consecutive frames goes to the
-    worker processes, single frames scattered over a stream (a shuffled map batch) decode
-    in-process; both give PyAV's frames."""
-    _, _, reference = stream("h264", 8)
-    decoder = VideoFrameDecoder(codec="h264", decode_threads=2)
-    assert decoder.decode_processes is None
-    procs = decoder.process_decoder()
-    assert procs is not None and procs.processes.wait_ready(READY_S), "workers did not start"
-    scattered = [3, 20, 40, 55]  # four runs, one wanted frame each
-    for target, tensor in zip(scattered, decode(decoder, "h264", 8, scattered), strict=True):
-        np.testing.assert_array_equal(hwc(tensor), reference[target])
-    assert decoder.process_calls == 0
-    block = list(range(10, 20))  # one run of ten frames
-    for target, tensor in zip(block, decode(decoder, "h264", 8, block), strict=True):
-        np.testing.assert_array_equal(hwc(tensor), reference[target])
-    assert decoder.process_calls == 1
-    forced = in_processes()  # decode_processes=n sends every call
-    decode(forced, "h264", 8, scattered)
-    assert forced.process_calls == 1
-
-
 def test_requests_not_starting_at_a_keyframe_are_none_as_before() -> None:
     workers = in_processes()
     mixed_packets, is_keyframe, reference = stream("h264", 8)
@@ -195,11 +172,11 @@ def test_corrupt_packets_fail_their_gop_only_as_in_process() -> None:
     np.testing.assert_array_equal(hwc(got[0]), reference[3])
 
 
-def test_yuv_output_and_decode_processes_0_stay_in_process() -> None:
+def test_yuv_output_and_the_default_stay_in_process() -> None:
     assert VideoFrameDecoder(output_format="yuv420p", decode_processes=2).process_decoder() is None
     assert VideoFrameDecoder(decode_processes=0).process_decoder() is None
-    assert VideoFrameDecoder(output_format="yuv420p").process_decoder() is None
-    assert VideoFrameDecoder(decode_threads=1).process_decoder() is None, "one thread: in-process"
+    assert VideoFrameDecoder().process_decoder() is None, "in-process is the default"
+    assert VideoFrameDecoder(decode_threads=1).process_decoder() is None
 
 
 @pytest.mark.parametrize("value", [-1, 1.5, True, "2"])
