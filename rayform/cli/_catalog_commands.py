@@ -105,6 +105,38 @@ def vector_widths(dataset: DatasetView, columns: list[str]) -> dict[str, int]:
     return widths
 
 
+def image_shapes(dataset: DatasetView, columns: list[str]) -> dict[str, str]:
+    """Per raw image column (``…:Image:buffer``), its frames' shape and datatype from the sibling
+    ``Image:format`` (``"96×96×3 float32, RGB"``; the first segment holding it is read, and
+    ``"varies"`` when its rows disagree)."""
+    import pyarrow as pa
+
+    from rayform.recording._columns import IMAGE_BUFFER, IMAGE_FORMAT
+    from rayform.recording._image_format import describe_image_format
+
+    wanted = [c for c in columns if c.endswith(":" + IMAGE_BUFFER)]
+    shapes: dict[str, str] = {}
+    records = dataset.segment_records() if wanted else []
+    for column in wanted:
+        entity = column[:-len(IMAGE_BUFFER) - 1]
+        for record in records:
+            info = record.entities.get(entity)
+            if info is None or IMAGE_FORMAT not in info.components or not info.ranges:
+                continue
+            rows = dataset.open_segment(record.segment_id).column(
+                f"{entity}:{IMAGE_FORMAT}", next(iter(info.ranges)))
+            values = rows.values
+            flat = values.flatten() if pa.types.is_list(values.type) else values
+            distinct = {describe_image_format(v) for v in flat.drop_null().to_pylist()
+                        if isinstance(v, dict)}
+            if len(distinct) == 1 and None not in distinct:
+                shapes[column] = str(distinct.pop())
+            elif len(distinct) > 1:
+                shapes[column] = "varies"
+            break
+    return shapes
+
+
 def cmd_schema(args: argparse.Namespace) -> int:
     import pyarrow as pa
 
@@ -115,6 +147,7 @@ def cmd_schema(args: argparse.Namespace) -> int:
     schema = dataset.schema()
     components = schema.component_columns()
     widths = vector_widths(dataset, components)
+    shapes = image_shapes(dataset, components)
     names = dimension_names(dataset, widths)
     gaps = schema_gaps(dataset)  # the merged schema: which segments lack (part of) a column
     table = args.format == "table"
@@ -128,7 +161,8 @@ def cmd_schema(args: argparse.Namespace) -> int:
             dims = [*dims[:SHOWN_NAMES], f"… ({len(dims)} names)"]
         gap = gaps[name].describe() if name in gaps else None
         rows.append({"column": name, "kind": "component",
-                     "type": _type_text(schema.field(name).type, widths.get(name)),
+                     "type": _type_text(schema.field(name).type, widths.get(name))
+                             + (f" ({shapes[name]})" if name in shapes else ""),
                      "names": ", ".join(dims) or ("" if table else None),
                      "segments": gap or ("" if table else None)})
     fields = pa.schema([("column", pa.string()), ("kind", pa.string()), ("type", pa.string()),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -22,17 +22,7 @@ from rayform.decoders._arrow import BlobReader
 from rayform.decoders._base import ColumnDecoder, DecodeRequest, FieldBatch
 from rayform.errors import ConfigError
 from rayform.recording._columns import IMAGE_FORMAT, column_name, entity_of
-
-# Rerun's ColorModel -> (channel count, channel order that gives RGB(A)).
-_COLOR_MODELS: Final[dict[int, tuple[str, int, tuple[int, ...] | None]]] = {
-    1: ("L", 1, None), 2: ("RGB", 3, None), 3: ("RGBA", 4, None),
-    4: ("BGR", 3, (2, 1, 0)), 5: ("BGRA", 4, (2, 1, 0, 3)),
-}
-# Rerun's ChannelDatatype -> numpy dtype (little-endian, as Rerun stores them).
-_DATATYPES: Final[dict[int, str]] = {
-    6: "u1", 7: "i1", 8: "<u2", 9: "<i2", 10: "<u4", 11: "<i4", 12: "<u8", 13: "<i8",
-    33: "<f2", 34: "<f4", 35: "<f8",
-}
+from rayform.recording._image_format import CHANNEL_DATATYPES, COLOR_MODELS
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,15 +57,15 @@ class RawImageFormat:
         if not isinstance(width, int) or not isinstance(height, int) or width <= 0 or height <= 0:
             raise ConfigError(f"{where}: width and height must be positive integers, got "
                               f"{width!r} × {height!r}")
-        if model not in _COLOR_MODELS:
+        if model not in COLOR_MODELS:
             raise ConfigError(f"{where}: color_model {model!r} is not one of Rerun's "
-                              f"{ {k: v[0] for k, v in _COLOR_MODELS.items()} }")
-        if datatype not in _DATATYPES:
+                              f"{ {k: v[0] for k, v in COLOR_MODELS.items()} }")
+        if datatype not in CHANNEL_DATATYPES:
             raise ConfigError(f"{where}: channel_datatype {datatype!r} is not one of Rerun's "
-                              f"{sorted(_DATATYPES)}")
-        _, channels, order = _COLOR_MODELS[model]
+                              f"{sorted(CHANNEL_DATATYPES)}")
+        _, channels, order = COLOR_MODELS[model]
         return cls(width=width, height=height, channels=channels,
-                   dtype=np.dtype(_DATATYPES[datatype]), order=order)
+                   dtype=np.dtype(CHANNEL_DATATYPES[datatype]), order=order)
 
     def decode(self, blob: memoryview) -> torch.Tensor | None:
         """The frame as a contiguous ``[C, H, W]`` tensor; ``None`` when its length is wrong."""

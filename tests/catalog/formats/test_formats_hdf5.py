@@ -405,3 +405,26 @@ def test_demos_stream_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPa
         first_read = events.index(f"read demo_{n}")
         assert first_read > events.index(f"close demo_{n - 1}")
         assert f"read demo_{n - 1}" not in events[first_read:]
+
+
+def test_rayform_schema_shows_a_raw_camera_s_frame_shape(tmp_path: Path, catalog: Catalog,
+                                                         capsys: pytest.CaptureFixture[str]
+                                                         ) -> None:
+    """``rayform schema`` reads a raw camera's ``Image:format``: height × width × channels and
+    the datatype beside ``list<binary>`` (the numeric vectors keep their widths)."""
+    from rayform.cli import main
+    from rayform.recording._image_format import describe_image_format
+
+    write_aloha(tmp_path / "episode_0.hdf5", height=24, width=32)
+    catalog.create_dataset("aloha").register([tmp_path / "episode_0.hdf5"])
+    assert main(["--catalog", str(tmp_path / "catalog"), "schema", "aloha", "--format", "json"]) == 0
+    rows = {r["column"]: r["type"] for r in json.loads(capsys.readouterr().out)}
+    for cam in ALOHA_CAMERAS:
+        assert rows[f"/observations/images/{cam}:Image:buffer"] == \
+            "list<binary> (24×32×3 uint8, RGB)"
+    assert rows["/observations/qpos:Scalars:scalars"].endswith("[14]")
+    assert describe_image_format({**FORMAT, "color_model": 4, "channel_datatype": 34}) == \
+        "24×32×3 float32, BGR"
+    assert describe_image_format({**FORMAT, "pixel_format": 26}) == "24×32 pixel_format 26"
+    assert describe_image_format({**FORMAT, "width": 0}) is None
+    assert describe_image_format({**FORMAT, "color_model": 99}) is None
