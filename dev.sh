@@ -53,7 +53,7 @@ case "${1:-}" in
     test)
         setup "torch,video,image,fastjpeg,rerun,mcap,rosbag,rlds,zarr,hdf5,ulog,s3,ray,plot,ui,dev"
         shift
-        say "running the tests (about 2 minutes on 2 cores; -x stops at the first failure) …"
+        say "running the tests (about 15 minutes on 2 cores; -x stops at the first failure) …"
         exec "$VENV/bin/python" -m pytest "$@"
         ;;
     lint)
