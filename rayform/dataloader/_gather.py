@@ -74,12 +74,14 @@ def gather_arrow(column_type: pa.DataType, runs: list[tuple[str, int, int]],
 
 def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
                  cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
-                 ok: npt.NDArray[np.bool_]
+                 ok: npt.NDArray[np.bool_], views_out: list[memoryview] | None = None
                  ) -> tuple[pa.Array, npt.NDArray[np.int64]] | None:
     """Like :func:`gather_arrow` for a column whose segments all have a
     :class:`~rayform.dataloader._segment_columns.BlobTable`: the rows each segment needs, their
     blobs joined into one ``column_type`` column (one blob per row). ``None`` when a segment's
-    column has no blob table (the caller then uses :func:`gather_arrow`).
+    column has no blob table (the caller then uses :func:`gather_arrow`). ``views_out`` receives
+    each row's blob as it lies in its segment (zero-copy; row ``i`` of the column is
+    ``views_out[i]``), for decoders that take blobs as they are (``FieldBatch.blobs``).
 
     Returns:
         ``(column, batch rows [B, T])``.
@@ -123,6 +125,8 @@ def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
     large_blobs = pa.types.is_large_binary(blob_type)
     if not large_blobs and int(blob_offsets[-1]) >= 2**31:
         return None
+    if views_out is not None:
+        views_out[:] = views
     child = pa.Array.from_buffers(
         blob_type, count,
         [None, pa.py_buffer(blob_offsets if large_blobs else blob_offsets.astype(np.int32)),
@@ -154,6 +158,8 @@ def dense_column(parts: list[npt.NDArray[Any]], list_type: pa.DataType,
     count, width = values.shape
     offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
     # Built from buffers: pyarrow's pa.array(ndarray) costs ~0.5 ms per call (pandas checks).
+    if views_out is not None:
+        views_out[:] = views
     child = pa.Array.from_buffers(list_type.value_type, count * width,
                                   [None, pa.py_buffer(values)])
     return pa.ListArray.from_buffers(list_type, count, [None, pa.py_buffer(offsets)],
