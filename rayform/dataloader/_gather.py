@@ -158,8 +158,6 @@ def dense_column(parts: list[npt.NDArray[Any]], list_type: pa.DataType,
     count, width = values.shape
     offsets = np.arange(0, (count + 1) * width, width, dtype=np.int32)
     # Built from buffers: pyarrow's pa.array(ndarray) costs ~0.5 ms per call (pandas checks).
-    if views_out is not None:
-        views_out[:] = views
     child = pa.Array.from_buffers(list_type.value_type, count * width,
                                   [None, pa.py_buffer(values)])
     return pa.ListArray.from_buffers(list_type, count, [None, pa.py_buffer(offsets)],

@@ -59,8 +59,8 @@ from rayform.dataloader._decode_policy import (
 from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
 from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
-from rayform.dataloader._row_tables import RowTable, output_positions
 from rayform.dataloader._keyframes import KeyframeIndex
+from rayform.dataloader._row_tables import RowTable, output_positions
 from rayform.dataloader._sample_batch import SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
@@ -262,7 +262,9 @@ class SamplePipeline:
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
         # With decode threads, a field's decoding (images, video) starts as soon as its rows are
-        # resolved: the threads decode while this one resolves the other fields.
+        # resolved, after the inline (numeric) fields': this thread then only decodes beside
+        # the threads. Python work of its own meanwhile (resolving fields) would hold the GIL
+        # that each decode thread needs between two images, stalling it.
         run = self._task_run(None) if self._pool.threads > 1 else None
         n = len(indices)
 
@@ -304,9 +306,9 @@ class SamplePipeline:
                 extents: bool = False,
                 on_job: Callable[[FieldJob], None] | None = None) -> ResolvedBlock:
         """Resolve every field's rows for ``indices`` (gather them when ``gather``; compute each
-        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields that are not
-        decoded inline are resolved first, each handed to ``on_job`` as soon as it is (the
-        block's jobs stay in field order)."""
+        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields decoded inline
+        (numeric) are resolved first, then each other field, handed to ``on_job`` as soon as it
+        is (the block's jobs stay in field order)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         seg_pos, values = self._sample_index.locate(idx)
         order = np.lexsort((values, seg_pos)).astype(np.int64)
@@ -328,7 +330,7 @@ class SamplePipeline:
         failures = FailureLog()
         tolerance = self._sample_index.tolerance_ns
         plans = self._plans if on_job is None else sorted(
-            self._plans, key=lambda p: p.field.decode.decode_concurrency == "inline")
+            self._plans, key=lambda p: p.field.decode.decode_concurrency != "inline")
         pad = self._edge == "pad"
         sorted_idx = idx[order]
         run_positions = sorted_seg[run_starts]
@@ -415,8 +417,15 @@ class SamplePipeline:
         if gather and len(keep):
             if dense and dense_type is not None and plan.field.select is None \
                     and isinstance(plan.field.decode, NumericDecoder):
-                decoded = plan.field.decode.decode_dense(
-                    dense_values(dense, keep, n, width), windowed=plan.is_windowed)
+                gathered = dense_values(dense, keep, n, width)
+                in_order = len(keep) == n and not bool(np.all(order[1:] > order[:-1]))
+                if in_order:  # every sample: held in block order (a batch is then a view)
+                    block_order = np.empty_like(gathered)
+                    block_order[order] = gathered
+                    gathered = block_order
+                decoded = plan.field.decode.decode_dense(gathered, windowed=plan.is_windowed)
+                if decoded is not None and in_order:  # request i (sorted) is row order[i]
+                    decoded = TensorRows(decoded.tensor, order)
             if decoded is None:  # the decoder reads the rows from one Arrow column
                 blob_views: list[memoryview] | None = None
                 if dense and dense_type is not None:
@@ -558,16 +567,14 @@ class SamplePipeline:
             columns[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
                                                          np.arange(n, dtype=np.int64), True)
         if self._sample_metadata:
-            metas: list[Any] = []
-            for i in range(n):
-                seg = self._view.open_segment(block.segment_ids[i])
-                metas.append({
-                    "segment_id": block.segment_ids[i],
-                    "segment_version": seg.version,
-                    "index_value": int(block.values[i]),
-                    "sample_index": int(block.indices[i]),
-                })
-            columns[META_KEY] = ListColumn(metas)
+            names = block.segment_ids.names
+            versions = [self._view.open_segment(name).version for name in names]
+            columns[META_KEY] = ListColumn([
+                {"segment_id": names[code], "segment_version": versions[code],
+                 "index_value": value, "sample_index": index}
+                for code, value, index in zip(block.segment_ids.codes.tolist(),
+                                              block.values.tolist(), block.indices.tolist(),
+                                              strict=True)])
         policy = self._decode_errors if decode_errors is None else decode_errors
         failed = apply_decode_policy(block.failures.failures, policy, dataset=self._view.name,
                                      index=self._index, warned=self._warned)

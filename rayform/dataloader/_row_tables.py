@@ -16,6 +16,8 @@ would be larger, or a column with ``2**31`` rows or more, is resolved per segmen
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import numpy.typing as npt
 
@@ -71,14 +73,14 @@ class RowTable:
         return 4 * width * sample_index.total_samples <= ROW_TABLE_MAX_BYTES
 
     def rows(self, indices: npt.NDArray[np.int64], segment_positions: npt.NDArray[np.int64],
-             column: object) -> npt.NDArray[np.int64] | None:
+             column: Callable[[int], SegmentColumn | None]) -> npt.NDArray[np.int64] | None:
         """``int64 [B, T]`` rows of the samples at ``indices`` (global); ``segment_positions``
         are the distinct positions they lie in and ``column(position)`` gives a position's
         column (``None`` where the segment lacks it). ``None`` when a column is too long for
         the table (the caller resolves per run)."""
         todo = segment_positions[~self._filled[segment_positions]]
         for position in todo.tolist():
-            if not self._fill(position, column(position)):  # type: ignore[operator]
+            if not self._fill(position, column(position)):
                 return None
         return self._rows[indices].astype(np.int64)
 
