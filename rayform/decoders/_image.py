@@ -100,7 +100,7 @@ def _decode_rows(blob_of: BlobOf, rows: npt.NDArray[np.int64], *, windowed: bool
                  report: Callable[[int, str], object],
                  shared: SharedRows | None = None,
                  channels_last: bool = False) -> Sequence[torch.Tensor | None]:
-    blobs = {row: blob_of(row) for row in np.unique(rows).tolist()}
+    blobs = {row: blob_of(row) for row in set(rows.ravel().tolist())}  # each row's blob, once
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
         shape = shapes.pop()
@@ -148,7 +148,7 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
         tensor = tensor.permute(0, 1, 4, 2, 3)  # [N, T, C, H, W] views of [N, T, H, W, C]
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
     failures: dict[int, str] = {}
-    complete = np.ones(n, dtype=np.bool_)
+    complete = [True] * n
     for i, request_rows in enumerate(rows.tolist()):
         for t, row in enumerate(request_rows):
             slot = slab[slots[i], t]
@@ -170,11 +170,10 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                     report(i, failures[row])
                     break
     stacked = tensor if windowed else tensor[:, 0]
-    if complete.all():
+    if all(complete):
         return TensorRows(stacked, targets)
     views = stacked.unbind(0)  # every slot's view, made in C
-    return [views[slot] if ok else None
-            for slot, ok in zip(slots, complete.tolist(), strict=True)]
+    return [views[slot] if ok else None for slot, ok in zip(slots, complete, strict=True)]
 
 
 def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8], channels_last: bool) -> bool:
