@@ -398,6 +398,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         except OfflineError as err:
             raise OfflineError(str(err).replace("rayform pull slc_…",
                                                 f"rayform pull {self.slice.id}")) from err
+        if isinstance(raw, SampleBatch) and raw.has_collated:
+            whole = self._finish_whole(raw)
+            if whole is not None:
+                return whole
         samples = [self._finish(sample) for sample in raw]
         if not isinstance(raw, SampleBatch) or not raw.has_collated:
             return samples
@@ -459,6 +463,49 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         out.update(small)
         return out
 
+    def _finish_whole(self, raw: SampleBatch) -> SampleBatch | None:
+        """The samples and their batch shaped from the map batch's collated tensors at once:
+        one conversion per field, each sample's tensors views of the batch's (what
+        :meth:`_finish` makes sample by sample, and :meth:`_finish_batch` from them). ``None``
+        where the batch needs per-sample work (poses, text, missing data)."""
+        entities = [*self._obs, *([self._action] if self._action is not None else [])]
+        if not len(raw) or any(e.kind not in ("image", "numeric") for e in entities):
+            return None
+        batch = raw.collated()
+        if batch is None or any(batch.get(e.keys[0]) is None for e in entities):
+            return None
+        out: dict[str, Any] = {}
+        for entity in entities:
+            value = batch[entity.keys[0]]
+            out[entity.name] = _three_channels(value) if entity.kind == "image" \
+                else value.to(torch.float32)
+        if self._action is not None and self.edge == "pad":
+            out[ACTION_PAD_KEY] = batch[self._action.keys[0] + IS_PAD_SUFFIX]
+        metas = [sample[META_KEY] for sample in raw]
+        segments = [meta["segment_id"] for meta in metas]
+        tasks: list[str] = []
+        for sample, segment in zip(raw, segments, strict=True):
+            task = sample.get(TASK_KEY) if self._task_stream else None
+            tasks.append(task if isinstance(task, str) else self._tasks.get(segment, ""))
+        times = torch.tensor([int(meta["index_value"]) for meta in metas], dtype=torch.int64)
+        sample_metas = [{"slice": self.slice.id, "segment": segment,
+                         "segment_version": meta["segment_version"],
+                         "site": self._sites.get(segment, "")}
+                        for meta, segment in zip(metas, segments, strict=True)]
+        columns = [(key, value.unbind(0)) for key, value in out.items()]
+        samples = []
+        for i, (task, time, meta) in enumerate(zip(tasks, times.unbind(0), sample_metas,
+                                                   strict=True)):
+            sample = {key: values[i] for key, values in columns}
+            sample[TASK_KEY] = task
+            sample[TIME_KEY] = time
+            sample[META_KEY] = meta
+            samples.append(sample)
+        out[TASK_KEY] = tasks
+        out[TIME_KEY] = times
+        out[META_KEY] = default_collate(sample_metas)
+        return SampleBatch(samples, partial(_same, out))
+
     def _value(self, entity: _Entity, raw: dict[str, Any], segment: str) -> Any:
         values = [raw.get(k) for k in entity.keys]
         parts = [p for p in values if p is not None]
@@ -501,6 +548,10 @@ def _first_use(index: SampleIndex, order: npt.NDArray[np.int64],
               for start in range(0, len(order), _FIRST_USE_BLOCK))
     for segment_id in index.segments_in_first_use(chunks):
         yield from objects.get(segment_id, ())
+
+
+def _same(batch: dict[str, Any]) -> dict[str, Any]:
+    return dict(batch)
 
 
 def _three_channels(image: torch.Tensor) -> torch.Tensor:

@@ -74,12 +74,14 @@ def gather_arrow(column_type: pa.DataType, runs: list[tuple[str, int, int]],
 
 def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
                  cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
-                 ok: npt.NDArray[np.bool_]
+                 ok: npt.NDArray[np.bool_], views_out: list[memoryview] | None = None
                  ) -> tuple[pa.Array, npt.NDArray[np.int64]] | None:
     """Like :func:`gather_arrow` for a column whose segments all have a
     :class:`~rayform.dataloader._segment_columns.BlobTable`: the rows each segment needs, their
     blobs joined into one ``column_type`` column (one blob per row). ``None`` when a segment's
-    column has no blob table (the caller then uses :func:`gather_arrow`).
+    column has no blob table (the caller then uses :func:`gather_arrow`). ``views_out`` receives
+    each row's blob as it lies in its segment (zero-copy; row ``i`` of the column is
+    ``views_out[i]``), for decoders that take blobs as they are (``FieldBatch.blobs``).
 
     Returns:
         ``(column, batch rows [B, T])``.
@@ -123,6 +125,8 @@ def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
     large_blobs = pa.types.is_large_binary(blob_type)
     if not large_blobs and int(blob_offsets[-1]) >= 2**31:
         return None
+    if views_out is not None:
+        views_out[:] = views
     child = pa.Array.from_buffers(
         blob_type, count,
         [None, pa.py_buffer(blob_offsets if large_blobs else blob_offsets.astype(np.int32)),

@@ -60,6 +60,7 @@ from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
 from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
 from rayform.dataloader._keyframes import KeyframeIndex
+from rayform.dataloader._row_tables import RowTable, output_positions
 from rayform.dataloader._sample_batch import SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
@@ -178,6 +179,7 @@ class SamplePipeline:
         self._pool = ThreadPool(decode_threads, name="rayform-decode", background=True)
         self._columns = SegmentColumns(view, index)
         self._keyframe_index = KeyframeIndex(self._columns)
+        self._row_tables: dict[str, RowTable | None] = {}
 
     def _check_keys(self) -> None:
         keys = {p.key for p in self._plans}
@@ -205,6 +207,7 @@ class SamplePipeline:
         self._warned = set()
         self._columns = SegmentColumns(self._view, self._index)
         self._keyframe_index = KeyframeIndex(self._columns)
+        self._row_tables = {}
 
     # ---------------------------------------------------------------------------- access
     @property
@@ -259,7 +262,9 @@ class SamplePipeline:
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
         # With decode threads, a field's decoding (images, video) starts as soon as its rows are
-        # resolved: the threads decode while this one resolves the other fields.
+        # resolved, after the inline (numeric) fields': this thread then only decodes beside
+        # the threads. Python work of its own meanwhile (resolving fields) would hold the GIL
+        # that each decode thread needs between two images, stalling it.
         run = self._task_run(None) if self._pool.threads > 1 else None
         n = len(indices)
 
@@ -301,9 +306,9 @@ class SamplePipeline:
                 extents: bool = False,
                 on_job: Callable[[FieldJob], None] | None = None) -> ResolvedBlock:
         """Resolve every field's rows for ``indices`` (gather them when ``gather``; compute each
-        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields that are not
-        decoded inline are resolved first, each handed to ``on_job`` as soon as it is (the
-        block's jobs stay in field order)."""
+        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields decoded inline
+        (numeric) are resolved first, then each other field, handed to ``on_job`` as soon as it
+        is (the block's jobs stay in field order)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         seg_pos, values = self._sample_index.locate(idx)
         order = np.lexsort((values, seg_pos)).astype(np.int64)
@@ -325,22 +330,22 @@ class SamplePipeline:
         failures = FailureLog()
         tolerance = self._sample_index.tolerance_ns
         plans = self._plans if on_job is None else sorted(
-            self._plans, key=lambda p: p.field.decode.decode_concurrency == "inline")
+            self._plans, key=lambda p: p.field.decode.decode_concurrency != "inline")
+        pad = self._edge == "pad"
+        sorted_idx = idx[order]
+        run_positions = sorted_seg[run_starts]
         for plan in plans:
-            positions = sorted_values[:, None] + plan.offsets[None, :]
-            if self._edge == "pad":
-                clamped = np.clip(positions, range_lo[:, None] - tolerance,
-                                  range_hi[:, None] + tolerance)
-                if plan.is_windowed:
-                    mask = np.empty_like(clamped, dtype=np.bool_)
-                    mask[order] = clamped != positions
-                    pad_masks[plan.key] = mask
-                positions = clamped
-            if tolerance:
-                positions = positions + tolerance  # rows just after an instant count as at it
+            positions, moved = output_positions(sorted_values, plan.offsets,
+                                                range_lo if pad else None,
+                                                range_hi if pad else None, tolerance)
+            if moved is not None and plan.is_windowed:
+                mask = np.empty_like(moved)
+                mask[order] = moved
+                pad_masks[plan.key] = mask
+            cached = self._table_rows(plan, sorted_idx, run_positions)
             jobs.append(self._resolve_field(plan, positions, runs, order, sorted_ids,
                                             sorted_values, gather=gather, extents=extents,
-                                            failures=failures))
+                                            failures=failures, cached_rows=cached))
             if on_job is not None:
                 on_job(jobs[-1])
         if on_job is not None:
@@ -354,9 +359,13 @@ class SamplePipeline:
     def _resolve_field(self, plan: FieldPlan, positions: npt.NDArray[np.int64],
                        runs: list[tuple[str, int, int]], order: npt.NDArray[np.int64],
                        sorted_ids: CodedIds, sorted_values: npt.NDArray[np.int64], *,
-                       gather: bool, extents: bool, failures: FailureLog) -> FieldJob:
+                       gather: bool, extents: bool, failures: FailureLog,
+                       cached_rows: npt.NDArray[np.int64] | None = None) -> FieldJob:
+        """One field's rows, gathered when ``gather``; ``cached_rows`` are its rows from the
+        field's :class:`RowTable` (sorted order) when it has one."""
         n, width = positions.shape
-        rows_all = np.full((n, width), -1, dtype=np.int64)
+        rows_all = np.full((n, width), -1, dtype=np.int64) if cached_rows is None \
+            else cached_rows
         path = plan.field.path
         cols: list[SegmentColumn | None] = []
         starts_all = stops_all = None
@@ -375,10 +384,13 @@ class SamplePipeline:
                 if col is None:
                     dense = None
                     continue
-                query = positions[a:b].reshape(-1)
-                rows = np.zeros(len(query), dtype=np.int64) if col.is_static \
-                    else col.index.searchsorted(query, side="right") - 1
-                rows_all[a:b] = rows.reshape(b - a, width)
+                if cached_rows is not None:
+                    rows = cached_rows[a:b].reshape(-1)
+                else:
+                    query = positions[a:b].reshape(-1)
+                    rows = np.zeros(len(query), dtype=np.int64) if col.is_static \
+                        else col.index.searchsorted(query, side="right") - 1
+                    rows_all[a:b] = rows.reshape(b - a, width)
                 if dense is not None:
                     values = col.dense
                     if values is None or (dense_type is not None and (
@@ -405,17 +417,27 @@ class SamplePipeline:
         if gather and len(keep):
             if dense and dense_type is not None and plan.field.select is None \
                     and isinstance(plan.field.decode, NumericDecoder):
-                decoded = plan.field.decode.decode_dense(
-                    dense_values(dense, keep, n, width), windowed=plan.is_windowed)
+                gathered = dense_values(dense, keep, n, width)
+                in_order = len(keep) == n and not bool(np.all(order[1:] > order[:-1]))
+                if in_order:  # every sample: held in block order (a batch is then a view)
+                    block_order = np.empty_like(gathered)
+                    block_order[order] = gathered
+                    gathered = block_order
+                decoded = plan.field.decode.decode_dense(gathered, windowed=plan.is_windowed)
+                if decoded is not None and in_order:  # request i (sorted) is row order[i]
+                    decoded = TensorRows(decoded.tensor, order)
             if decoded is None:  # the decoder reads the rows from one Arrow column
+                blob_views: list[memoryview] | None = None
                 if dense and dense_type is not None:
                     column = dense_column(dense, dense_type, keep, n, width)
                     out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
                 else:
+                    views: list[memoryview] = []
                     blobs = None if starts_all is not None else gather_blobs(
-                        plan.column_type, runs, cols, rows_all, ok)
+                        plan.column_type, runs, cols, rows_all, ok, views)
                     if blobs is not None:
                         column, all_rows = blobs
+                        blob_views = views
                         dec_all_start = dec_all_stop = None
                     else:
                         column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
@@ -425,7 +447,8 @@ class SamplePipeline:
                     dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
                 batch = FieldBatch(column=column, select=plan.field.select,
                                    is_windowed=plan.is_windowed, open_segment=self.open_segment,
-                                   path=path, on_failure=failures.listener(plan.key, path))
+                                   path=path, on_failure=failures.listener(plan.key, path),
+                                   blobs=blob_views)
         requests = RequestArrays(
             sample_positions=order[keep],
             segment_ids=CodedIds(sorted_ids.codes[keep], sorted_ids.names),
@@ -440,6 +463,28 @@ class SamplePipeline:
             else None
         return FieldJob(plan=plan, batch=batch, requests=requests, missing=missing, extent=extent,
                         decoded=decoded)
+
+    def _table_rows(self, plan: FieldPlan, sorted_idx: npt.NDArray[np.int64],
+                    run_positions: npt.NDArray[np.int64]) -> npt.NDArray[np.int64] | None:
+        """The rows of the samples ``sorted_idx`` from the field's :class:`RowTable` (made on
+        first use); ``None`` for a keyframe field or one whose table does not fit."""
+        try:
+            table = self._row_tables[plan.key]
+        except KeyError:
+            fits = plan.keyframe_path is None \
+                and RowTable.fits(self._sample_index, len(plan.offsets))
+            table = RowTable(self._sample_index, plan.offsets, pad=self._edge == "pad") \
+                if fits else None
+            self._row_tables[plan.key] = table
+        if table is None:
+            return None
+        path = plan.field.path
+        segment_id = self._sample_index.segment_id
+        rows = table.rows(sorted_idx, run_positions,
+                          lambda p: self._columns.get(segment_id(p), path))
+        if rows is None:
+            self._row_tables[plan.key] = None
+        return rows
 
     def _resolve_video(self, keyframe_path: str, path: str, positions: npt.NDArray[np.int64],
                        runs: list[tuple[str, int, int]], rows_all: npt.NDArray[np.int64],
@@ -522,16 +567,14 @@ class SamplePipeline:
             columns[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
                                                          np.arange(n, dtype=np.int64), True)
         if self._sample_metadata:
-            metas: list[Any] = []
-            for i in range(n):
-                seg = self._view.open_segment(block.segment_ids[i])
-                metas.append({
-                    "segment_id": block.segment_ids[i],
-                    "segment_version": seg.version,
-                    "index_value": int(block.values[i]),
-                    "sample_index": int(block.indices[i]),
-                })
-            columns[META_KEY] = ListColumn(metas)
+            names = block.segment_ids.names
+            versions = [self._view.open_segment(name).version for name in names]
+            columns[META_KEY] = ListColumn([
+                {"segment_id": names[code], "segment_version": versions[code],
+                 "index_value": value, "sample_index": index}
+                for code, value, index in zip(block.segment_ids.codes.tolist(),
+                                              block.values.tolist(), block.indices.tolist(),
+                                              strict=True)])
         policy = self._decode_errors if decode_errors is None else decode_errors
         failed = apply_decode_policy(block.failures.failures, policy, dataset=self._view.name,
                                      index=self._index, warned=self._warned)

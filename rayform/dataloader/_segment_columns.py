@@ -82,7 +82,9 @@ def _blob_table(values: pa.Array) -> BlobTable | None:
         return None
     inner = np.frombuffer(buffers[1], dtype=width)[child.offset:].astype(np.int64)
     rows = outer[:-1]
-    return BlobTable(starts=inner[rows], stops=inner[rows + 1], data=memoryview(buffers[2]))
+    # Arrow buffers export signed bytes ('b'); decoders expect unsigned ('B').
+    return BlobTable(starts=inner[rows], stops=inner[rows + 1],
+                     data=memoryview(buffers[2]).cast("B"))
 
 
 def _dense_rows(values: pa.Array) -> npt.NDArray[Any] | None:

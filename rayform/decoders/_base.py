@@ -104,6 +104,9 @@ class FieldBatch:
             without ``collate_fn``): an image decoder may then return ``[C, H, W]`` views of
             interleaved ``[H, W, C]`` memory, so that a batch is ``torch.channels_last``
             ``[N, C, H, W]`` and no planar copy is made; decoders may ignore it.
+        blobs: set by the pipeline when it built ``column`` from one blob per row: row ``i``'s
+            blob (``column[i][0]``) as it lies in its segment, zero-copy, so that a blob decoder
+            need not parse the column again; decoders may ignore it.
     """
 
     column: pa.Array
@@ -115,6 +118,7 @@ class FieldBatch:
     output_arena: OutputArena | None = None
     decode_threads: int | None = None
     channels_last: bool = False
+    blobs: Sequence[memoryview] | None = None
 
     def __post_init__(self) -> None:
         if not pa.types.is_list(self.column.type):

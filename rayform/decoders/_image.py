@@ -64,19 +64,21 @@ class ImageDecoder(ColumnDecoder):
             return []
         rows = output_row_matrix(requests)
         if batch.select is None and rows is not None:
-            reader = BlobReader(batch.column)
+            # The pipeline's blobs as they lie in the segments, when it has them at hand.
+            blob_of = batch.blobs.__getitem__ if batch.blobs is not None \
+                else BlobReader(batch.column).blob
             arena = batch.output_arena
             shared = None
             if arena is not None and isinstance(requests, RequestArrays):
                 shared = partial(arena.rows, requests.sample_positions)
-            return _decode_rows(reader, rows, windowed=batch.is_windowed, shared=shared,
+            return _decode_rows(blob_of, rows, windowed=batch.is_windowed, shared=shared,
                                 report=lambda i, why: batch.report_failure(requests[i], why),
                                 channels_last=batch.channels_last)
         out: list[torch.Tensor | None] = []
         for request in requests:
             taken = batch.take_output_rows(request)
             local = np.arange(len(taken), dtype=np.int64)[None, :]
-            out.extend(_decode_rows(BlobReader(taken), local, windowed=batch.is_windowed,
+            out.extend(_decode_rows(BlobReader(taken).blob, local, windowed=batch.is_windowed,
                                     report=partial(_report_one, batch, request)))
         return out
 
@@ -90,18 +92,22 @@ SharedRows = Callable[[tuple[int, ...]], tuple[torch.Tensor, npt.NDArray[np.int6
 """Given a request's frame shape, the block's shared buffer and these requests' rows of it."""
 
 
-def _decode_rows(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
+BlobOf = Callable[[int], memoryview | None]
+"""A row's blob (``None``: a null or empty row)."""
+
+
+def _decode_rows(blob_of: BlobOf, rows: npt.NDArray[np.int64], *, windowed: bool,
                  report: Callable[[int, str], object],
                  shared: SharedRows | None = None,
                  channels_last: bool = False) -> Sequence[torch.Tensor | None]:
-    blobs = {row: reader.blob(row) for row in np.unique(rows).tolist()}
+    blobs = {row: blob_of(row) for row in set(rows.ravel().tolist())}  # each row's blob, once
     shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
     if len(shapes) == 1:
         shape = shapes.pop()
         if shape is not None:
             return _decode_into_slab(blobs, rows, shape, windowed=windowed, report=report,
                                      shared=shared, channels_last=channels_last)
-    return _decode_one_by_one(reader, rows, windowed=windowed, report=report)
+    return _decode_one_by_one(blob_of, rows, windowed=windowed, report=report)
 
 
 def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.int64],
@@ -142,7 +148,7 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
         tensor = tensor.permute(0, 1, 4, 2, 3)  # [N, T, C, H, W] views of [N, T, H, W, C]
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
     failures: dict[int, str] = {}
-    complete = np.ones(n, dtype=np.bool_)
+    complete = [True] * n
     for i, request_rows in enumerate(rows.tolist()):
         for t, row in enumerate(request_rows):
             slot = slab[slots[i], t]
@@ -164,11 +170,10 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                     report(i, failures[row])
                     break
     stacked = tensor if windowed else tensor[:, 0]
-    if complete.all():
+    if all(complete):
         return TensorRows(stacked, targets)
     views = stacked.unbind(0)  # every slot's view, made in C
-    return [views[slot] if ok else None
-            for slot, ok in zip(slots, complete.tolist(), strict=True)]
+    return [views[slot] if ok else None for slot, ok in zip(slots, complete, strict=True)]
 
 
 def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8], channels_last: bool) -> bool:
@@ -183,7 +188,7 @@ def _pillow_into(blob: memoryview, slot: npt.NDArray[np.uint8], channels_last: b
     return True
 
 
-def _decode_one_by_one(reader: BlobReader, rows: npt.NDArray[np.int64], *, windowed: bool,
+def _decode_one_by_one(blob_of: BlobOf, rows: npt.NDArray[np.int64], *, windowed: bool,
                        report: Callable[[int, str], object]) -> list[torch.Tensor | None]:
     decoded: dict[int, torch.Tensor | object | None] = {}
     used: set[int] = set()
@@ -193,7 +198,7 @@ def _decode_one_by_one(reader: BlobReader, rows: npt.NDArray[np.int64], *, windo
         failure: str | None = None
         for row in request_rows:
             if row not in decoded:
-                decoded[row] = _to_chw(reader.blob(row))
+                decoded[row] = _to_chw(blob_of(row))
             frame = decoded[row]
             if frame is _UNDECODABLE:
                 failure = failure or f"batch row {row}: the image bytes cannot be decoded"

@@ -159,3 +159,22 @@ def test_a_pickled_dataset_keeps_its_policy(cams: DatasetEntry, tmp_path: Path) 
     ds = pickle.loads(pickle.dumps(_map(cams, "none")))
     with pytest.warns(RuntimeWarning, match="such samples are None"):
         assert ds.__getitems__([_position(ds, "bad", BAD_FRAME)])[0]["image"] is None
+
+
+def test_skip_drops_the_same_samples_with_and_without_row_tables(
+        cams: DatasetEntry, monkeypatch: pytest.MonkeyPatch) -> None:
+    import rayform.dataloader._row_tables as row_tables
+
+    ds = _map(cams, "skip")
+    everything = list(range(len(ds)))
+    with pytest.warns(RuntimeWarning, match=FAILURE):
+        cached = ds.__getitems__(everything)
+    assert ds.pipeline._row_tables["image"] is not None
+    monkeypatch.setattr(row_tables, "ROW_TABLE_MAX_BYTES", 0)
+    plain_ds = _map(cams, "skip")
+    with pytest.warns(RuntimeWarning, match=FAILURE):
+        plain = plain_ds.__getitems__(everything)
+    assert plain_ds.pipeline._row_tables["image"] is None
+    assert [s["meta"] for s in cached] == [s["meta"] for s in plain]
+    for a, b in zip(cached, plain, strict=True):
+        assert torch.equal(a["image"], b["image"]) and torch.equal(a["step"], b["step"])

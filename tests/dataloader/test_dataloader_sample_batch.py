@@ -170,6 +170,32 @@ def test_episode_batches_equal_default_collate(episode_slice: Any, edge: str) ->
         assert ("action_is_pad" in got) == (edge == "pad")
 
 
+@pytest.mark.parametrize("edge", ["trim", "pad"])
+def test_episode_samples_shaped_as_one_batch_equal_the_per_sample_path(episode_slice: Any, edge: str) -> None:
+    from rayform.torch import EpisodeDataset
+
+    ds = EpisodeDataset(
+        episode_slice,
+        obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+        action="joints/position_delta",
+        fps=15,
+        horizon=4,
+        edge=edge,
+    )
+    indices = [0, 7, 3, 11, 2, len(ds) - 1]
+    samples = ds.__getitems__(indices)
+    raw = ds._map.__getitems__(ds.epoch_order()[np.asarray(indices)].tolist())
+    want = [ds._finish(sample) for sample in raw]  # the per-sample path
+    assert len(samples) == len(want)
+    for got_sample, want_sample in zip(samples, want, strict=True):
+        assert_same_batch(got_sample, want_sample)
+    batch = samples.collated()
+    assert_same_batch(batch, ds._finish_batch(raw, want))
+    # shaped once for the batch: each sample's values are views of the batch's tensors
+    assert shares_memory(batch["t_ns"], samples, "t_ns")
+    assert shares_memory(batch["action"], samples, "action")
+
+
 def test_episode_poses_take_the_stacking_path(episode_slice: Any) -> None:
     from rayform.torch import EpisodeDataset
 

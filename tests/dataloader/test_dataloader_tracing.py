@@ -126,3 +126,15 @@ def test_the_tracer_is_resolved_where_the_dataset_is_built(robots_dataset: Datas
     RerunIterableDataset(DataSource(robots_dataset), "frame_index",
                          {"state": Field(JOINTS, NumericDecoder())})
     assert tracing_module._tracer is not tracing_module._UNRESOLVED
+
+
+def test_no_span_is_made_before_the_application_sets_a_tracer_provider(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    assert tracing_module.tracing_enabled()
+    # OpenTelemetry's stand-in until a provider is set: its spans would all be non-recording
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: trace.ProxyTracerProvider())
+    assert tracing_scope("a") is tracing_scope("b"), "one shared do-nothing context"
+    monkeypatch.undo()
+    provider = sdk_trace.TracerProvider()
+    monkeypatch.setattr(trace, "get_tracer_provider", lambda: provider)
+    assert tracing_scope("a") is not tracing_scope("b"), "a provider set later is followed"
