@@ -23,6 +23,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -68,7 +69,7 @@ from rayform.recording._ipc_file import (
 )
 from rayform.recording._names import validate_entity_path, validate_segment_id
 from rayform.recording._widening import merged_type, widen
-from rayform.recording._written import remember_written
+from rayform.recording._written import BLOCK_BYTES, remember_written
 
 TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
 ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
@@ -426,7 +427,7 @@ class RecordingWriter:
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        _, schema, batches, encoded = self._assemble()
+        header, schema, batches, encoded = self._assemble()
         for batch in batches:  # what registration would check of the file: see _written
             try:
                 batch.validate(full=True)
@@ -440,7 +441,7 @@ class RecordingWriter:
                     write_plain_file(sink, schema, batches)
             else:
                 write_recording_file(tmp, schema, encoded)
-            file_sha256 = _file_sha256(tmp)
+            file_sha256, block_digests = _file_hashes(tmp)
             if self._assets:
                 asset_dir = asset_dir_for(self._path)
                 asset_dir.mkdir(parents=True, exist_ok=True)
@@ -450,7 +451,11 @@ class RecordingWriter:
                         dest.write_bytes(src)
                     else:
                         _link_or_copy(src, dest)
-        remember_written(self._path, sha256=file_sha256)
+        names = list(self._timelines)
+        timelines = pa.Table.from_batches([b.select(names) for b in batches],
+                                          schema=pa.schema([schema.field(n) for n in names]))
+        remember_written(self._path, sha256=file_sha256, block_digests=block_digests,
+                         header=header, schema=schema, timelines=timelines)
         self._closed = True
         return self._path
 
@@ -485,6 +490,42 @@ def _file_sha256(path: Path) -> str:
             return hashlib.sha256().hexdigest()
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             return hashlib.sha256(mapped).hexdigest()
+
+
+_PARALLEL_HASH_BYTES = 8 << 20
+
+
+def _file_hashes(path: Path) -> tuple[str, bytes]:
+    """The sha256 of a file written here and of each of its :data:`BLOCK_BYTES` blocks, in one
+    pass over its memory-mapped bytes (from the page cache). A large file's whole digest is
+    computed on a second thread meanwhile: hashlib frees the GIL, and the two digests are each
+    as costly as the other."""
+    with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return hashlib.sha256().hexdigest(), b""
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                whole = hashlib.sha256()
+                digests = bytearray()
+                if size < _PARALLEL_HASH_BYTES:
+                    for start in range(0, size, BLOCK_BYTES):
+                        block = view[start:start + BLOCK_BYTES]
+                        digests += hashlib.sha256(block).digest()
+                        whole.update(block)
+                        block.release()
+                    return whole.hexdigest(), bytes(digests)
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rayform-hash") as pool:
+                    hashed = pool.submit(whole.update, view)
+                    for start in range(0, size, BLOCK_BYTES):
+                        block = view[start:start + BLOCK_BYTES]
+                        digests += hashlib.sha256(block).digest()
+                        block.release()
+                    hashed.result()
+                return whole.hexdigest(), bytes(digests)
+            finally:
+                view.release()
 
 
 def _file_digest(src: Path) -> str:

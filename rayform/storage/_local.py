@@ -9,6 +9,7 @@ together with everything it names.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -95,15 +96,38 @@ class LocalStore(Store):
                 # Durable before any snapshot can name it: bytes, then the name in its folder.
                 fsync_file(tmp)
                 os.chmod(tmp, 0o444)
-                try:
-                    os.replace(tmp, dest)
-                except FileNotFoundError:  # first object under this prefix
-                    make_dirs_durable(dest.parent, root=self.root)
-                    os.replace(tmp, dest)
-                fsync_dir(dest.parent)
+                self._place(tmp, dest)
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
+
+    def put_object_bytes(self, data: bytes) -> tuple[str, int]:
+        with naming_full_disk(self.root, what=f"storing an object in catalog {self.url}"):
+            digest = hashlib.sha256(data).hexdigest()
+            if self.keep_object(digest):
+                return digest, len(data)
+            staging = self.root / STAGING_DIR
+            staging.mkdir(exist_ok=True)
+            tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
+            try:
+                with tmp.open("wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())  # durable before any snapshot can name it
+                os.chmod(tmp, 0o444)
+                self._place(tmp, self._path(object_key(digest)))
+            finally:
+                tmp.unlink(missing_ok=True)
+            return digest, len(data)
+
+    def _place(self, tmp: Path, dest: Path) -> None:
+        """Move a durable file into its object name, the name made durable in its folder."""
+        try:
+            os.replace(tmp, dest)
+        except FileNotFoundError:  # first object under this prefix
+            make_dirs_durable(dest.parent, root=self.root)
+            os.replace(tmp, dest)
+        fsync_dir(dest.parent)
 
     def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
         with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):

@@ -80,6 +80,19 @@ class Store(ABC):
     def put_object(self, src: Path) -> tuple[str, int]:
         """Copy ``src`` into the object store under its sha256; returns (digest, size)."""
 
+    def put_object_bytes(self, data: bytes) -> tuple[str, int]:
+        """Store ``data`` (a small object made in memory) under its sha256; returns (digest,
+        size). The default stores a staging file of it with :meth:`put_object`."""
+        import shutil
+
+        staging = self.staging_dir()
+        try:
+            path = staging / "object"
+            path.write_bytes(data)
+            return self.put_object(path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
     def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
         """Store a file the caller wrote and gives up (it may be gone afterwards), whose sha256
         it computed while writing it; returns (digest, size). A local store moves the file into
