@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rayform.catalog._metadata import (
     DatasetVersion,
@@ -36,7 +37,6 @@ from rayform.catalog._property_types import (
     property_types_to_metadata,
 )
 from rayform.catalog._schema import STATIC_KEY
-from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
 from rayform.errors import (
     ConfigError,
@@ -303,14 +303,15 @@ def store_block_hashes(store: Store, source: Path, *, size_bytes: int = 0,
 
 def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:
     out: dict[str, EntityIndex] = {}
+    columns = {timeline: _int64_view(table.column(timeline)) for timeline in header.timelines}
     for entity, rows in header.entities.items():
         ranges: dict[str, IndexRange] = {}
         for timeline, kind in header.timelines.items():
-            col = table.column(timeline).slice(rows.start, rows.stop - rows.start).drop_null()
-            if len(col):
-                values = index_to_int64(col)
-                ranges[timeline] = IndexRange(kind=kind, start=int(values.min()),
-                                              end=int(values.max()))
+            bounds = pc.min_max(columns[timeline].slice(rows.start, rows.stop - rows.start))
+            low = bounds["min"]
+            if low.is_valid:  # (nulls skipped: rows of the entity without this timeline)
+                ranges[timeline] = IndexRange(kind=kind, start=low.as_py(),
+                                              end=bounds["max"].as_py())
         out[entity] = EntityIndex(components=list(rows.components), ranges=ranges,
                                   num_rows=rows.stop - rows.start)
     for entity, rows in header.static_entities.items():
@@ -318,6 +319,16 @@ def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, Entit
                              num_rows=rows.stop - rows.start)
         out[entity] = merge_entities([out, {entity: static}])[entity] if entity in out else static
     return out
+
+
+def _int64_view(column: pa.ChunkedArray) -> pa.Array:
+    """A timeline column (int64, timestamp[ns] or duration[ns]) as one int64 array, nulls kept."""
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    if pa.types.is_int64(array.type):
+        return array
+    if pa.types.is_timestamp(array.type) or pa.types.is_duration(array.type):
+        return array.view(pa.int64())
+    return array.cast(pa.int64())
 
 
 def schema_to_text(schema: pa.Schema) -> str:
