@@ -20,15 +20,17 @@ saves less than a tenth of its bytes, or the batch holds less than :data:`MIN_CO
 buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
 so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
 outweighs. A large batch is first tried on a sample of its largest buffer (noise-like pixels
-do not compress, and compressing them in full cost more than writing them). Compression runs
-on the calling thread (``use_threads=False``): Arrow's pool took longer to hand the buffers out
-than to compress them.
+do not compress, and compressing them in full cost more than writing them). Compression of one
+batch runs on one thread (``use_threads=False``): Arrow's pool took longer to hand the buffers
+out than to compress them; a recording's batches are encoded on two threads when they hold
+enough to compress (:func:`encode_batches`).
 """
 
 from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -80,6 +82,24 @@ def encode_batch(batch: pa.RecordBatch, *, compress: bool) -> EncodedBatch:
             if message.body.size <= (1 - _MIN_SAVINGS) * nbytes:
                 return EncodedBatch(message, is_compressed=True)
     return EncodedBatch(pa.ipc.read_message(batch.serialize()), is_compressed=False)
+
+
+ENCODE_THREADS: Final = 2
+_PARALLEL_BYTES: Final = 1 << 20
+
+
+def encode_batches(batches: Sequence[pa.RecordBatch], compress: Sequence[bool]
+                   ) -> list[EncodedBatch]:
+    """:func:`encode_batch` of each batch (``compress[i]``: whether batch ``i`` may be
+    compressed), in order. Several batches with a megabyte or more to compress are encoded on
+    :data:`ENCODE_THREADS` threads: zstd runs without the GIL, and each batch's message is the
+    same whichever thread encodes it."""
+    work = [nbytes for batch, may in zip(batches, compress, strict=True)
+            if may and (nbytes := batch.get_total_buffer_size()) >= MIN_COMPRESSED_BYTES]
+    if len(work) < 2 or sum(work) < _PARALLEL_BYTES:
+        return [encode_batch(b, compress=c) for b, c in zip(batches, compress, strict=True)]
+    with ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="rayform-encode") as pool:
+        return list(pool.map(lambda b, c: encode_batch(b, compress=c), batches, compress))
 
 
 def _sample_compresses(batch: pa.RecordBatch, *, nbytes: int) -> bool:

@@ -61,7 +61,7 @@ from rayform.recording._file import (
 )
 from rayform.recording._ipc_file import (
     EncodedBatch,
-    encode_batch,
+    encode_batches,
     has_dictionary,
     has_encoded_media,
     write_plain_file,
@@ -372,7 +372,7 @@ class RecordingWriter:
         schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
         types = list(columns.values())
         batches: list[pa.RecordBatch] = []
-        encoded: list[EncodedBatch] = []
+        compressed: list[bool] = []
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
@@ -394,13 +394,12 @@ class RecordingWriter:
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
-            if not whole:
-                compress = self._compress and not has_encoded_media(batch, names)
-                encoded.append(encode_batch(batch, compress=compress))
+            compressed.append(self._compress and not has_encoded_media(batch, names))
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
             row += table.num_rows
+        encoded = [] if whole else encode_batches(batches, compressed)
         header = RecordingHeader(
             format=RECORDING_FORMAT,
             format_version=RECORDING_FORMAT_VERSION,
