@@ -50,6 +50,7 @@ class WrittenFile:
         header: the recording header the file holds.
         schema: the file's Arrow schema (the header in its metadata).
         timelines: the file's timeline columns, all its rows.
+        layout_bytes: about what holding the layout costs (its digests and timeline columns).
     """
 
     identity: tuple[int, int, int, int, int]
@@ -58,10 +59,7 @@ class WrittenFile:
     header: RecordingHeader
     schema: pa.Schema
     timelines: pa.Table
-
-    @property
-    def layout_bytes(self) -> int:
-        return len(self.block_digests) + self.timelines.nbytes + 4096
+    layout_bytes: int
 
 
 _WRITTEN: dict[str, WrittenFile] = {}
@@ -81,7 +79,9 @@ def remember_written(path: Path, *, sha256: str, block_digests: bytes, header: R
     key = os.fspath(path.absolute())
     written = WrittenFile(identity=_identity(path.stat()), sha256=sha256,
                           block_digests=block_digests, header=header, schema=schema,
-                          timelines=timelines)
+                          timelines=timelines,
+                          layout_bytes=len(block_digests) + timelines.get_total_buffer_size()
+                          + 4096)
     with _LOCK:
         _forget(key)
         while _WRITTEN and (len(_WRITTEN) >= _MAX_REMEMBERED
