@@ -20,8 +20,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from rayform.catalog._metadata import (
     DatasetVersion,
@@ -303,15 +304,17 @@ def store_block_hashes(store: Store, source: Path, *, size_bytes: int = 0,
 
 def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:
     out: dict[str, EntityIndex] = {}
-    columns = {timeline: _int64_view(table.column(timeline)) for timeline in header.timelines}
+    columns = {timeline: _int64_values(table.column(timeline)) for timeline in header.timelines}
     for entity, rows in header.entities.items():
         ranges: dict[str, IndexRange] = {}
         for timeline, kind in header.timelines.items():
-            bounds = pc.min_max(columns[timeline].slice(rows.start, rows.stop - rows.start))
-            low = bounds["min"]
-            if low.is_valid:  # (nulls skipped: rows of the entity without this timeline)
-                ranges[timeline] = IndexRange(kind=kind, start=low.as_py(),
-                                              end=bounds["max"].as_py())
+            values, valid = columns[timeline]
+            part = values[rows.start:rows.stop]
+            if valid is not None:  # rows of other entities that lack this timeline are null
+                part = part[valid[rows.start:rows.stop]]
+            if len(part):
+                ranges[timeline] = IndexRange(kind=kind, start=int(part.min()),
+                                              end=int(part.max()))
         out[entity] = EntityIndex(components=list(rows.components), ranges=ranges,
                                   num_rows=rows.stop - rows.start)
     for entity, rows in header.static_entities.items():
@@ -321,14 +324,17 @@ def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, Entit
     return out
 
 
-def _int64_view(column: pa.ChunkedArray) -> pa.Array:
-    """A timeline column (int64, timestamp[ns] or duration[ns]) as one int64 array, nulls kept."""
+def _int64_values(column: pa.ChunkedArray
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_] | None]:
+    """A timeline column (int64, timestamp[ns] or duration[ns]) as int64 numpy values (a null
+    as 0) and where they are valid (None: all of them)."""
     array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    if pa.types.is_int64(array.type):
-        return array
-    if pa.types.is_timestamp(array.type) or pa.types.is_duration(array.type):
-        return array.view(pa.int64())
-    return array.cast(pa.int64())
+    if not pa.types.is_int64(array.type):
+        array = array.view(pa.int64()) if array.type.bit_width == 64 else array.cast(pa.int64())
+    if array.null_count == 0:
+        return array.to_numpy(zero_copy_only=False), None
+    valid: npt.NDArray[np.bool_] = array.is_valid().to_numpy(zero_copy_only=False)
+    return array.fill_null(0).to_numpy(zero_copy_only=False), valid
 
 
 def schema_to_text(schema: pa.Schema) -> str:
