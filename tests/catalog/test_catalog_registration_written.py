@@ -16,7 +16,9 @@ from rayform.catalog import Catalog
 from rayform.catalog._registration import inspect_layer, store_layer
 from rayform.errors import CorruptRecordingError
 from rayform.recording._file import open_recording
+from rayform.recording._written import BLOCK_BYTES as WRITTEN_BLOCK_BYTES
 from rayform.recording._written import written_file
+from rayform.storage._block_hashes import BLOCK_BYTES, BlockHashes, hash_blocks
 
 
 def _flip_keeping_times(path: Path, offset: int) -> None:
@@ -89,3 +91,48 @@ def test_a_damaged_native_source_is_refused_though_this_process_wrote_it(
     _flip_keeping_times(path, path.stat().st_size // 2)
     with pytest.raises(CorruptRecordingError):
         catalog.create_dataset("d").register(path).wait()
+
+
+def test_the_writer_hands_over_the_block_digests_of_the_file_it_wrote(
+        recording_factory: RecordingFactory) -> None:
+    assert WRITTEN_BLOCK_BYTES == BLOCK_BYTES, "registration would hash every file again"
+    path = recording_factory("ep", num_frames=3000)  # several blocks
+    written = written_file(path)
+    assert written is not None
+    assert path.stat().st_size > 2 * BLOCK_BYTES
+    assert written.block_digests == hash_blocks(path).digests
+
+
+def test_the_block_hash_object_of_a_moved_output_lists_the_stored_bytes(
+        catalog: Catalog, recording_factory: RecordingFactory) -> None:
+    path = recording_factory("ep", num_frames=3000)
+    prepared = inspect_layer(path, source_uri=str(path), layer_name="base", converted=True)
+    assert prepared.block_digests is not None
+    stored = store_layer(catalog.store, prepared)
+    assert not path.exists(), "moved, not copied"
+    blocks = stored.layer.block_hashes
+    assert blocks is not None
+    listed = BlockHashes.from_bytes(catalog.store.object_path(blocks).read_bytes(), source="t")
+    assert listed == hash_blocks(catalog.store.object_path(stored.layer.object))
+
+
+def test_a_converted_file_replaced_after_writing_is_indexed_and_hashed_from_its_bytes(
+        catalog: Catalog, recording_factory: RecordingFactory) -> None:
+    """Another recording put in place of the one written (a new inode at the same path): the
+    layout the writer remembers for that path (its timelines, entities, block digests) is not
+    taken for it."""
+    path = recording_factory("ep", num_frames=600)
+    other = recording_factory("ep", num_frames=2500, seed=7)
+    os.replace(other, path)
+    assert written_file(path) is None
+    fast = inspect_layer(path, source_uri="s", layer_name="base", converted=True)
+    header, table = open_recording(path)
+    assert fast.source_sha256 is None and fast.block_digests is None
+    assert fast.layer.num_rows == table.num_rows
+    assert fast.layer.entities == inspect_layer(path, source_uri="s",
+                                                layer_name="base").layer.entities
+    stored = store_layer(catalog.store, fast)
+    blocks = stored.layer.block_hashes
+    assert blocks is not None
+    listed = BlockHashes.from_bytes(catalog.store.object_path(blocks).read_bytes(), source="t")
+    assert listed == hash_blocks(catalog.store.object_path(stored.layer.object))
