@@ -33,7 +33,6 @@ from rayform.storage._inventory import StoredObject
 from rayform.storage._listing import LocalListings
 from rayform.storage._store import OBJECTS_PREFIX, STAGING_DIR, Store, object_key
 
-
 _SYNC_THREADS = 4
 
 

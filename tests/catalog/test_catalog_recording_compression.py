@@ -172,7 +172,7 @@ def test_batches_encoded_on_threads_are_the_messages_encoded_one_by_one() -> Non
 
     rng = np.random.default_rng(0)
     batches = []
-    for i in range(6):
+    for _ in range(6):
         values = np.cumsum(rng.standard_normal(150_000)).astype(np.float32)
         offsets = pa.array(np.arange(150_001, dtype=np.int32))
         batches.append(pa.RecordBatch.from_arrays(

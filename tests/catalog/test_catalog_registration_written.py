@@ -126,7 +126,7 @@ def test_a_converted_file_replaced_after_writing_is_indexed_and_hashed_from_its_
     os.replace(other, path)
     assert written_file(path) is None
     fast = inspect_layer(path, source_uri="s", layer_name="base", converted=True)
-    header, table = open_recording(path)
+    _, table = open_recording(path)
     assert fast.source_sha256 is None and fast.block_digests is None
     assert fast.layer.num_rows == table.num_rows
     assert fast.layer.entities == inspect_layer(path, source_uri="s",

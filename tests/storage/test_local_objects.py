@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import rayform._atomic as atomic
 import rayform.storage._local as local
 from rayform.storage._local import LocalStore
 from rayform.storage._store import object_key
@@ -14,7 +15,7 @@ from rayform.storage._store import object_key
 
 def _synced(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     synced: list[str] = []
-    real = local.fsync_dir
+    real = atomic.fsync_dir
 
     def fsync_dir(path: Path) -> None:
         synced.append(str(path))
