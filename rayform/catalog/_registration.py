@@ -53,6 +53,7 @@ from rayform.recording._file import (
     PropertyValue,
     RecordingHeader,
     fits_arrow,
+    header_from_schema,
     open_recording,
 )
 from rayform.recording._names import validate_layer_name, validate_segment_id
@@ -183,7 +184,8 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
     """
     written = written_file(recording) if converted else None
     if written is not None:
-        header, schema, table = written.header, written.schema, written.timelines
+        schema, table = written.schema, written.timelines
+        header = header_from_schema(schema, source=str(recording))
     else:
         header, table = open_recording(recording)
         verify_recording(recording, header, table)  # nothing invalid is ever content-addressed

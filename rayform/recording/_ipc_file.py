@@ -28,6 +28,7 @@ enough to compress (:func:`encode_batches`).
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -126,28 +127,74 @@ def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Messa
     return reader.read_next_message()
 
 
-def write_ipc_file(sink: pa.NativeFile, schema: pa.Schema,
-                   batches: Sequence[EncodedBatch]) -> None:
-    """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
-    template = _template(schema, len(batches))
+@dataclass(frozen=True, slots=True)
+class FileLayout:
+    """Where the parts of a written IPC file lie: its head (magic and schema message) is
+    ``[0, head_bytes)``, its batches' ``Block`` entries ``blocks``, its footer from
+    ``footer_at`` (then its length and the trailing magic)."""
+
+    head_bytes: int
+    blocks: tuple[tuple[int, int, int], ...]
+    footer_at: int
+
+
+def _parts(schema: pa.Schema, count: int) -> tuple[bytes, bytearray, int]:
+    """The head and the footer (its ``Block`` entries at ``vector_at`` still to fill) of an IPC
+    file of ``schema`` holding ``count`` batches."""
+    template = _template(schema, count)
     trailer = len(_TRAILER_MAGIC) + 4
     (footer_size,) = struct.unpack_from("<i", template, len(template) - trailer)
     footer = bytearray(template[len(template) - trailer - footer_size: len(template) - trailer])
-    vector_at = _record_batch_vector(footer, count=len(batches))
-    first_batch = _BLOCK.unpack_from(footer, vector_at)[0] if batches else None
+    vector_at = _record_batch_vector(footer, count=count)
+    first_batch = _BLOCK.unpack_from(footer, vector_at)[0] if count else None
     head = template[: first_batch if first_batch is not None
                     else len(template) - trailer - footer_size - len(_END_OF_STREAM)]
+    return head, footer, vector_at
+
+
+def _footer_tail(footer: bytearray, vector_at: int,
+                 blocks: Sequence[tuple[int, int, int]]) -> bytes:
+    for i, block in enumerate(blocks):
+        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, *block)
+    return bytes(footer) + struct.pack("<i", len(footer)) + _TRAILER_MAGIC
+
+
+def write_ipc_file(sink: pa.NativeFile, schema: pa.Schema,
+                   batches: Sequence[EncodedBatch]) -> FileLayout:
+    """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
+    head, footer, vector_at = _parts(schema, len(batches))
     sink.write(head)
-    for i, batch in enumerate(batches):
+    blocks = []
+    for batch in batches:
         start = sink.tell()
         batch.message.serialize_to(sink)  # no copy of the body
         body = batch.message.body.size
-        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, start, sink.tell() - start - body,
-                         body)
+        blocks.append((start, sink.tell() - start - body, body))
     sink.write(_END_OF_STREAM)
-    sink.write(bytes(footer))
-    sink.write(struct.pack("<i", len(footer)))
-    sink.write(_TRAILER_MAGIC)
+    footer_at = sink.tell()
+    sink.write(_footer_tail(footer, vector_at, blocks))
+    return FileLayout(head_bytes=len(head), blocks=tuple(blocks), footer_at=footer_at)
+
+
+def rewrite_schema(path: Path, schema: pa.Schema, layout: FileLayout) -> None:
+    """Put ``schema`` in place of the schema of the file at ``path`` written with ``layout``
+    (in its head and its footer), its serialised length being the same; the batches stay.
+
+    Raises:
+        RuntimeError: ``schema`` serialises to another length (a caller bug).
+    """
+    head, footer, vector_at = _parts(schema, len(layout.blocks))
+    tail = _footer_tail(footer, vector_at, layout.blocks)
+    with path.open("r+b") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if len(head) != layout.head_bytes or layout.footer_at + len(tail) != size:
+            raise RuntimeError(f"{path}: the new schema does not take the place of the old one "
+                               f"(head {len(head)} vs {layout.head_bytes} bytes)")
+        for data, at in ((head, 0), (tail, layout.footer_at)):
+            view = memoryview(data)
+            while view:
+                written = os.pwrite(fh.fileno(), view, at)
+                view, at = view[written:], at + written
 
 
 def _template(schema: pa.Schema, count: int) -> bytes:
@@ -183,10 +230,11 @@ def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
     return int(vector) + 4
 
 
-def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]
+                         ) -> FileLayout:
     """Write the IPC file at ``path`` (the caller makes it atomic)."""
     with pa.OSFile(str(path), "wb") as sink:
-        write_ipc_file(sink, schema, batches)
+        return write_ipc_file(sink, schema, batches)
 
 
 def has_dictionary(schema: pa.Schema) -> bool:

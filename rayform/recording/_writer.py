@@ -23,7 +23,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -64,6 +64,7 @@ from rayform.recording._ipc_file import (
     encode_batches,
     has_dictionary,
     has_encoded_media,
+    rewrite_schema,
     write_plain_file,
     write_recording_file,
 )
@@ -341,9 +342,10 @@ class RecordingWriter:
         table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         return header, table
 
-    def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
-                                 list[EncodedBatch]]:
-        """The header, schema, batches (one per entity) and their stored messages."""
+    def _parts(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
+                              list[EncodedBatch] | None]:
+        """The header without its checksum, the plain schema, the batches (one per entity) and
+        their stored messages (None: written whole by pyarrow, see ``has_dictionary``)."""
         columns: dict[str, pa.DataType] = {}
         for name, kind in self._timelines.items():
             columns[name] = {"sequence": pa.int64(), "timestamp": pa.timestamp("ns"),
@@ -417,21 +419,42 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        if whole:  # uncompressed
-            sink = pa.BufferOutputStream()
-            write_plain_file(sink, schema, batches)
-            digest = content_digest(header, schema, stored_messages(sink.getvalue()))
-        else:
-            digest = content_digest(header, schema,
-                                    ((e.message.metadata, e.message.body) for e in encoded))
-        header = header.model_copy(update={"content_sha256": digest})
-        schema = schema.with_metadata({HEADER_KEY: header.to_bytes()})
-        return header, schema, batches, encoded
+        return header, schema, batches, None if whole else encoded
+
+    def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
+                                 list[EncodedBatch] | None]:
+        """The header, schema (the header in its metadata), batches (one per entity) and their
+        stored messages (None: the schema has dictionaries, pyarrow writes the file whole)."""
+        header, schema, batches, encoded = self._parts()
+        return (*_with_digest(header, schema, _checksum(header, schema, batches, encoded)),
+                batches, encoded)
 
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        header, schema, batches, encoded = self._assemble()
+        unset, plain, batches, encoded = self._parts()
+        # A large recording is written while its checksum is computed on another thread, with
+        # the header's checksum unset, then the two places that hold the header (the schema
+        # message and the footer) are rewritten in place: the header's length does not change.
+        overlap = encoded is not None and \
+            sum(e.message.body.size for e in encoded) >= _OVERLAPPED_CHECKSUM_BYTES
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rayform-checksum") \
+            if overlap else None
+        try:
+            if pool is not None:
+                checksum = pool.submit(_checksum, unset, plain, batches, encoded)
+                header, schema = _with_digest(unset, plain, _UNSET_DIGEST)
+            else:
+                header, schema = _with_digest(unset, plain,
+                                              _checksum(unset, plain, batches, encoded))
+            path = self._write(header, schema, batches, encoded, checksum if pool else None)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        return path
+
+    def _write(self, header: RecordingHeader, schema: pa.Schema, batches: list[pa.RecordBatch],
+               encoded: list[EncodedBatch] | None, checksum: Future[str] | None) -> Path:
         for batch in batches:  # what registration would check of the file: see _written
             try:
                 batch.validate(full=True)
@@ -440,11 +463,14 @@ class RecordingWriter:
                                   f"(an importer or caller bug): {err}") from err
         with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
                 atomic_path(self._path) as tmp:
-            if has_dictionary(schema):
+            if encoded is None:
                 with pa.OSFile(str(tmp), "wb") as sink:
                     write_plain_file(sink, schema, batches)
             else:
-                write_recording_file(tmp, schema, encoded)
+                layout = write_recording_file(tmp, schema, encoded)
+                if checksum is not None:
+                    header, schema = _with_digest(header, schema, checksum.result())
+                    rewrite_schema(tmp, schema, layout)
             file_sha256, block_digests = _file_hashes(tmp)
             if self._assets:
                 asset_dir = asset_dir_for(self._path)
@@ -459,7 +485,7 @@ class RecordingWriter:
         timelines = pa.Table.from_batches([b.select(names) for b in batches],
                                           schema=pa.schema([schema.field(n) for n in names]))
         remember_written(self._path, sha256=file_sha256, block_digests=block_digests,
-                         header=header, schema=schema, timelines=timelines)
+                         schema=schema, timelines=timelines)
         self._closed = True
         return self._path
 
@@ -497,6 +523,24 @@ def _file_sha256(path: Path) -> str:
 
 
 _PARALLEL_HASH_BYTES = 8 << 20
+_OVERLAPPED_CHECKSUM_BYTES = 8 << 20
+
+
+def _checksum(header: RecordingHeader, schema: pa.Schema, batches: list[pa.RecordBatch],
+              encoded: list[EncodedBatch] | None) -> str:
+    """The recording's ``content_sha256`` (see :mod:`rayform.recording._checksum`)."""
+    if encoded is None:  # written whole by pyarrow (uncompressed)
+        sink = pa.BufferOutputStream()
+        write_plain_file(sink, schema, batches)
+        return content_digest(header, schema, stored_messages(sink.getvalue()))
+    return content_digest(header, schema, ((e.message.metadata, e.message.body) for e in encoded))
+
+
+def _with_digest(header: RecordingHeader, schema: pa.Schema, digest: str
+                 ) -> tuple[RecordingHeader, pa.Schema]:
+    """The header with its checksum, and the schema carrying that header."""
+    header = header.model_copy(update={"content_sha256": digest})
+    return header, schema.with_metadata({HEADER_KEY: header.to_bytes()})
 
 
 def _file_hashes(path: Path) -> tuple[str, bytes]:

@@ -6,14 +6,15 @@ pass over its bytes: the sha256 of the whole file (the name the catalog's conten
 gives it) and of each :data:`BLOCK_BYTES` block (the catalog's block-hash object, which remote
 readers verify blocks against). Registering an importer's output read the whole file back to
 learn the same: its checksum, its Arrow validity, its object digest, its block hashes, and its
-header, schema and timeline columns (for the segment's index). :func:`written_file` returns all of
-that while the file is the one written: same device, inode, size, modification and change time
+schema (with its header) and timeline columns (for the segment's index). :func:`written_file`
+returns all of that while the file is the one written: same device, inode, size, modification
+and change time
 (the change time no caller can set: any write or ``utime`` moves it). Registration relies on it
 only for files an importer wrote into the registration's own staging folder (see
 :func:`rayform.catalog._registration.inspect_layer`); any other recording is verified from its
 bytes.
 
-The layout (header, schema, timeline columns, block digests) of at most :data:`_LAYOUT_BYTES`
+The layout (schema, timeline columns, block digests) of at most :data:`_LAYOUT_BYTES`
 of recordings is kept, the oldest dropped first; a file whose layout was dropped is read back
 and verified in full as any other.
 """
@@ -28,7 +29,7 @@ from typing import Final
 
 import pyarrow as pa
 
-from rayform.recording._file import RecordingHeader
+from rayform.recording._file import HEADER_KEY
 
 _MAX_REMEMBERED: Final = 65_536
 _LAYOUT_BYTES: Final = 256 << 20
@@ -47,8 +48,8 @@ class WrittenFile:
         sha256: of the whole file: its object name in a catalog.
         block_digests: the sha256 of each :data:`BLOCK_BYTES` block of the file, concatenated
             (32 bytes each, the last block shorter).
-        header: the recording header the file holds.
-        schema: the file's Arrow schema (the header in its metadata).
+        schema: the file's Arrow schema (the header in its metadata, as the file holds it: kept
+            as bytes, it costs a few kilobytes where the parsed header costs tens).
         timelines: the file's timeline columns, all its rows.
         layout_bytes: about what holding the layout costs (its digests and timeline columns).
     """
@@ -56,7 +57,6 @@ class WrittenFile:
     identity: tuple[int, int, int, int, int]
     sha256: str
     block_digests: bytes
-    header: RecordingHeader
     schema: pa.Schema
     timelines: pa.Table
     layout_bytes: int
@@ -71,17 +71,17 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def remember_written(path: Path, *, sha256: str, block_digests: bytes, header: RecordingHeader,
-                     schema: pa.Schema, timelines: pa.Table) -> None:
+def remember_written(path: Path, *, sha256: str, block_digests: bytes, schema: pa.Schema,
+                     timelines: pa.Table) -> None:
     """Record that this process wrote ``path`` (already validated and checksummed) as it is now,
     with what it wrote into it."""
     global _held_bytes
     key = os.fspath(path.absolute())
     written = WrittenFile(identity=_identity(path.stat()), sha256=sha256,
-                          block_digests=block_digests, header=header, schema=schema,
-                          timelines=timelines,
+                          block_digests=block_digests, schema=schema, timelines=timelines,
                           layout_bytes=len(block_digests) + timelines.get_total_buffer_size()
-                          + 4096)
+                          + len((schema.metadata or {}).get(HEADER_KEY, b""))
+                          + 128 * len(schema) + 1024)
     with _LOCK:
         _forget(key)
         while _WRITTEN and (len(_WRITTEN) >= _MAX_REMEMBERED

@@ -136,3 +136,25 @@ def test_a_converted_file_replaced_after_writing_is_indexed_and_hashed_from_its_
     assert blocks is not None
     listed = BlockHashes.from_bytes(catalog.store.object_path(blocks).read_bytes(), source="t")
     assert listed == hash_blocks(catalog.store.object_path(stored.layer.object))
+
+
+@pytest.mark.parametrize("overlapped_from", [0, 1 << 62])
+def test_a_checksum_computed_while_writing_gives_the_same_file(
+        tmp_path: Path, recording_factory: RecordingFactory, monkeypatch: pytest.MonkeyPatch,
+        overlapped_from: int) -> None:
+    """A large recording is written with its header's checksum unset while the checksum is
+    computed, then its header rewritten in place: the file is byte for byte the one written
+    after computing the checksum, and verifies in full."""
+    import rayform.recording._writer as writer
+    from rayform.recording._checksum import verify_recording
+
+    serial = recording_factory("ep", num_frames=900, filename="serial.rfr")
+    monkeypatch.setattr(writer, "_OVERLAPPED_CHECKSUM_BYTES", overlapped_from)
+    path = recording_factory("ep", num_frames=900, filename="overlapped.rfr")
+    assert path.read_bytes() == serial.read_bytes()
+    header, table = open_recording(path)
+    verify_recording(path, header, table)
+    written = written_file(path)
+    assert written is not None
+    assert written.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert written.block_digests == hash_blocks(path).digests
