@@ -36,6 +36,14 @@ from rayform.storage._store import OBJECTS_PREFIX, STAGING_DIR, Store, object_ke
 _SYNC_THREADS = 4
 
 
+def write_durably(path: Path, data: bytes) -> None:
+    """Write a new file of ``data`` and fsync it."""
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
+
 class LocalStore(Store):
     """A catalog that is a directory on a local or shared (NFS) filesystem."""
 
@@ -119,10 +127,7 @@ class LocalStore(Store):
             staging.mkdir(exist_ok=True)
             tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
             try:
-                with tmp.open("wb") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())  # durable before any snapshot can name it
+                write_durably(tmp, data)  # durable before any snapshot can name it
                 os.chmod(tmp, 0o444)
                 self._place(tmp, self._path(object_key(digest)))
             finally:
