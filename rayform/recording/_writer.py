@@ -383,15 +383,19 @@ class RecordingWriter:
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
-        nulls: dict[tuple[int, int], pa.Array] = {}  # one per length and column: many entities
+        # Many entities lack most columns: one array of nulls per length and type (its
+        # buffers are zeros, and a batch's bytes are the same whichever array it holds).
+        nulls: dict[tuple[int, int], pa.Array] = {}
+        first_of_type: dict[pa.DataType, int] = {}
+        same_type = [first_of_type.setdefault(t, i) for i, t in enumerate(types)]
         whole = has_dictionary(schema)  # written whole by pyarrow (dictionary batches)
-        for entity, is_static, table in entity_tables:  # lack most columns
+        for entity, is_static, table in entity_tables:
             own = {name: table.column(name) for name in table.column_names}
             arrays = []
             for i, (name, target) in enumerate(zip(columns, types, strict=True)):
                 column = own.get(name)
                 if column is None:
-                    key = (table.num_rows, i)
+                    key = (table.num_rows, same_type[i])
                     if key not in nulls:
                         nulls[key] = pa.nulls(table.num_rows, type=target)
                     arrays.append(nulls[key])
