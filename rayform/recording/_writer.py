@@ -343,9 +343,10 @@ class RecordingWriter:
         return header, table
 
     def _parts(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
-                              list[EncodedBatch] | None]:
-        """The header without its checksum, the plain schema, the batches (one per entity) and
-        their stored messages (None: written whole by pyarrow, see ``has_dictionary``)."""
+                              list[EncodedBatch] | None, list[pa.Array]]:
+        """The header without its checksum, the plain schema, the batches (one per entity),
+        their stored messages (None: written whole by pyarrow, see ``has_dictionary``) and the
+        logged arrays in them (the rest are nulls made here)."""
         columns: dict[str, pa.DataType] = {}
         for name, kind in self._timelines.items():
             columns[name] = {"sequence": pa.int64(), "timestamp": pa.timestamp("ns"),
@@ -386,6 +387,7 @@ class RecordingWriter:
         # Many entities lack most columns: one array of nulls per length and type (its
         # buffers are zeros, and a batch's bytes are the same whichever array it holds).
         nulls: dict[tuple[int, int], pa.Array] = {}
+        logged: list[pa.Array] = []
         first_of_type: dict[pa.DataType, int] = {}
         same_type = [first_of_type.setdefault(t, i) for i, t in enumerate(types)]
         whole = has_dictionary(schema)  # written whole by pyarrow (dictionary batches)
@@ -402,6 +404,7 @@ class RecordingWriter:
                     continue
                 array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
                 arrays.append(widen(array, target))
+                logged.append(arrays[-1])
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
@@ -423,20 +426,21 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        return header, schema, batches, None if whole else encoded
+        return header, schema, batches, None if whole else encoded, logged
 
     def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
                                  list[EncodedBatch] | None]:
         """The header, schema (the header in its metadata), batches (one per entity) and their
         stored messages (None: the schema has dictionaries, pyarrow writes the file whole)."""
-        header, schema, batches, encoded = self._parts()
+        header, schema, batches, encoded, _ = self._parts()
         return (*_with_digest(header, schema, _checksum(header, schema, batches, encoded)),
                 batches, encoded)
 
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        unset, plain, batches, encoded = self._parts()
+        unset, plain, batches, encoded, logged = self._parts()
+        _validate(self._path, batches, logged)
         # A large recording is written while its checksum is computed on another thread, with
         # the header's checksum unset, then the two places that hold the header (the schema
         # message and the footer) are rewritten in place: the header's length does not change.
@@ -459,12 +463,6 @@ class RecordingWriter:
 
     def _write(self, header: RecordingHeader, schema: pa.Schema, batches: list[pa.RecordBatch],
                encoded: list[EncodedBatch] | None, checksum: Future[str] | None) -> Path:
-        for batch in batches:  # what registration would check of the file: see _written
-            try:
-                batch.validate(full=True)
-            except (pa.ArrowInvalid, pa.ArrowException) as err:
-                raise ConfigError(f"recording {self._path}: logged data is not valid Arrow "
-                                  f"(an importer or caller bug): {err}") from err
         with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
                 atomic_path(self._path) as tmp:
             if encoded is None:
@@ -524,6 +522,24 @@ def _file_sha256(path: Path) -> str:
             return hashlib.sha256().hexdigest()
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             return hashlib.sha256(mapped).hexdigest()
+
+
+def _validate(path: Path, batches: list[pa.RecordBatch], logged: list[pa.Array]) -> None:
+    """What registration would check of the file (see :mod:`rayform.recording._written`): the
+    batches' structure, and every logged array in full (the columns of nulls that fill the rest
+    of each batch are valid as made).
+
+    Raises:
+        ConfigError: invalid Arrow data (an importer or caller bug).
+    """
+    try:
+        for batch in batches:
+            batch.validate()
+        for array in logged:
+            array.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowException) as err:
+        raise ConfigError(f"recording {path}: logged data is not valid Arrow "
+                          f"(an importer or caller bug): {err}") from err
 
 
 _PARALLEL_HASH_BYTES = 8 << 20

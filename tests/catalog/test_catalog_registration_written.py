@@ -158,3 +158,24 @@ def test_a_checksum_computed_while_writing_gives_the_same_file(
     assert written is not None
     assert written.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert written.block_digests == hash_blocks(path).digests
+
+
+def test_the_writer_refuses_logged_data_that_is_not_valid_arrow(tmp_path: Path) -> None:
+    """Registration trusts what the writer validated: an entity's own column that only a full
+    validation finds bad (text that is not UTF-8) is refused when the recording is written (the
+    columns of nulls around it are the writer's own)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from rayform.errors import ConfigError
+    from rayform.recording import RecordingWriter
+
+    offsets = pa.py_buffer(np.array([0, 1, 3], dtype=np.int32).tobytes())
+    text = pa.Array.from_buffers(pa.string(), 2, [None, offsets, pa.py_buffer(b"a\xff\xfe")])
+    writer = RecordingWriter(tmp_path / "ep.rfr", recording_id="ep")
+    writer.log_scalars("/ok", timelines={"frame_index": np.arange(3)}, values=np.ones(3))
+    writer.log_columns("/bad", timelines={"frame_index": np.arange(2)},
+                       components={"TextDocument:text": text})
+    with pytest.raises(ConfigError, match=r"not valid Arrow"):
+        writer.close()
+    assert not (tmp_path / "ep.rfr").exists()
