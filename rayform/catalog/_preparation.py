@@ -136,19 +136,27 @@ def _flush(path: Path) -> None:
 
 def store_layers(store: Store, inspected: Sequence[PreparedLayer], *, desc: str, show: bool
                  ) -> list[PreparedLayer]:
-    """Every inspected layer's objects stored (content-addressed; nothing committed), on up to
-    :data:`STORE_THREADS` threads."""
+    """Every inspected layer's objects stored (content-addressed; nothing committed) and durable,
+    on up to :data:`STORE_THREADS` threads. The folders the objects went into are fsynced once
+    each at the end (many layers share one), before this returns."""
     from tqdm import tqdm
 
+    pending: set[str] = set()
     if len(inspected) <= 1:
-        return [store_layer(store, prep) for prep in inspected]
+        with store.folder_syncs_deferred(pending):
+            stored = [store_layer(store, prep) for prep in inspected]
+        store.sync_folders(pending)
+        return stored
     total = sum(prep.layer.size_bytes for prep in inspected)
     with ThreadPoolExecutor(max_workers=min(len(inspected), STORE_THREADS),
                             thread_name_prefix="rayform-store") as pool, \
             tqdm(total=total, desc=desc, unit="B", unit_scale=True, disable=not show) as bar:
         def store_one(prep: PreparedLayer) -> PreparedLayer:
-            stored = store_layer(store, prep)
+            with store.folder_syncs_deferred(pending):
+                stored = store_layer(store, prep)
             bar.update(prep.layer.size_bytes)
             return stored
 
-        return list(pool.map(store_one, inspected))
+        layers = list(pool.map(store_one, inspected))
+    store.sync_folders(pending)
+    return layers

@@ -12,7 +12,6 @@ import base64
 import hashlib
 import json
 import os
-import shutil
 import time
 import warnings
 from collections.abc import Sequence
@@ -21,6 +20,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from rayform.catalog._metadata import (
@@ -37,7 +38,6 @@ from rayform.catalog._property_types import (
     property_types_to_metadata,
 )
 from rayform.catalog._schema import STATIC_KEY
-from rayform.catalog._segment_data import index_to_int64
 from rayform.catalog._snapshot import DatasetSnapshot, SegmentIndex, store_index
 from rayform.errors import (
     ConfigError,
@@ -53,14 +53,15 @@ from rayform.recording._file import (
     PropertyValue,
     RecordingHeader,
     fits_arrow,
+    header_from_schema,
     open_recording,
-    open_recording_timelines,
 )
 from rayform.recording._names import validate_layer_name, validate_segment_id
 from rayform.recording._widening import merged_type
 from rayform.recording._writer import asset_dir_for
+from rayform.recording._written import BLOCK_BYTES as WRITTEN_BLOCK_BYTES
 from rayform.recording._written import written_file
-from rayform.storage._block_hashes import hash_blocks
+from rayform.storage._block_hashes import BLOCK_BYTES, BlockHashes, hash_blocks
 from rayform.storage._documents import FORMAT_VERSION
 from rayform.storage._fetch import SourceUri, fetch_file, parse_source
 from rayform.storage._store import Store, sha256_file
@@ -146,6 +147,9 @@ class PreparedLayer:
     # The sha256 of ``source`` when this registration's importer wrote it (the store may then
     # move the file in place of a copy, see Store.put_own_object); None: hashed while copied.
     source_sha256: str | None = None
+    # With ``source_sha256``: the sha256 of each BLOCK_BYTES block of ``source``, which the
+    # writer computed in the same pass (the block-hash object is then made without a read).
+    block_digests: bytes | None = None
 
     @property
     def is_stored(self) -> bool:
@@ -170,8 +174,9 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
 
     ``converted``: the file is an importer's output in this registration's own staging folder.
     When this process's writer wrote it and it is unchanged since (see
-    :mod:`rayform.recording._written`), the writer's validation, checksum and file digest stand
-    and only its header and timelines are read; every other recording is verified in full.
+    :mod:`rayform.recording._written`), the writer's validation, checksum, file digest, block
+    digests, header, schema and timeline columns stand and the file is not read; every other
+    recording is verified in full.
 
     Raises:
         CorruptRecordingError: the file (or one of its assets) is damaged.
@@ -179,7 +184,8 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
     """
     written = written_file(recording) if converted else None
     if written is not None:
-        header, schema, table = open_recording_timelines(recording)
+        schema, table = written.schema, written.timelines
+        header = header_from_schema(schema, source=str(recording))
     else:
         header, table = open_recording(recording)
         verify_recording(recording, header, table)  # nothing invalid is ever content-addressed
@@ -216,7 +222,9 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
                          timelines=dict(header.timelines), schema=_layer_schema(header, schema),
                          source=recording, asset_sources=tuple(asset_sources),
                          request_uri=request_uri,
-                         source_sha256=written.sha256 if written is not None else None)
+                         source_sha256=written.sha256 if written is not None else None,
+                         block_digests=written.block_digests
+                         if written is not None and WRITTEN_BLOCK_BYTES == BLOCK_BYTES else None)
 
 
 def fitted_properties(properties: dict[str, PropertyValue], *, source: str
@@ -269,7 +277,8 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
         stored, size = store.put_object(src)
         assets[stored] = size
     # The block hashes first: put_own_object moves a converted file into the store.
-    blocks = store_block_hashes(store, prepared.source)
+    blocks = store_block_hashes(store, prepared.source, size_bytes=prepared.layer.size_bytes,
+                                digests=prepared.block_digests)
     if prepared.source_sha256 is not None:
         digest, size = store.put_own_object(prepared.source, sha256=prepared.source_sha256)
     else:
@@ -281,29 +290,33 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
                          request_uri=prepared.request_uri)
 
 
-def store_block_hashes(store: Store, source: Path) -> str:
+def store_block_hashes(store: Store, source: Path, *, size_bytes: int = 0,
+                       digests: bytes | None = None) -> str:
     """Store the block-hash object of the recording file ``source`` (remote readers verify the
-    recording block by block against it); returns its digest."""
-    staging = store.staging_dir()
-    try:
-        path = staging / "blocks"
-        path.write_bytes(hash_blocks(source).to_bytes())
-        digest, _ = store.put_object(path)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    recording block by block against it); returns its digest.
+
+    ``digests``: the sha256 of each :data:`BLOCK_BYTES` block of the ``size_bytes`` file, as
+    its writer computed them (see :mod:`rayform.recording._written`); None: read from the file.
+    """
+    blocks = hash_blocks(source) if digests is None else \
+        BlockHashes(block_bytes=BLOCK_BYTES, size_bytes=size_bytes, digests=digests)
+    digest, _ = store.put_object_bytes(blocks.to_bytes())
     return digest
 
 
 def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:
     out: dict[str, EntityIndex] = {}
+    columns = {timeline: _int64_values(table.column(timeline)) for timeline in header.timelines}
     for entity, rows in header.entities.items():
         ranges: dict[str, IndexRange] = {}
         for timeline, kind in header.timelines.items():
-            col = table.column(timeline).slice(rows.start, rows.stop - rows.start).drop_null()
-            if len(col):
-                values = index_to_int64(col)
-                ranges[timeline] = IndexRange(kind=kind, start=int(values.min()),
-                                              end=int(values.max()))
+            values, valid = columns[timeline]
+            part = values[rows.start:rows.stop]
+            if valid is not None:  # rows of other entities that lack this timeline are null
+                part = part[valid[rows.start:rows.stop]]
+            if len(part):
+                ranges[timeline] = IndexRange(kind=kind, start=int(part.min()),
+                                              end=int(part.max()))
         out[entity] = EntityIndex(components=list(rows.components), ranges=ranges,
                                   num_rows=rows.stop - rows.start)
     for entity, rows in header.static_entities.items():
@@ -311,6 +324,19 @@ def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, Entit
                              num_rows=rows.stop - rows.start)
         out[entity] = merge_entities([out, {entity: static}])[entity] if entity in out else static
     return out
+
+
+def _int64_values(column: pa.ChunkedArray
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_] | None]:
+    """A timeline column (int64, timestamp[ns] or duration[ns]) as int64 numpy values (a null
+    as 0) and where they are valid (None: all of them)."""
+    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+    if not pa.types.is_int64(array.type):
+        array = array.view(pa.int64()) if array.type.bit_width == 64 else array.cast(pa.int64())
+    if array.null_count == 0:
+        return array.to_numpy(zero_copy_only=False), None
+    valid: npt.NDArray[np.bool_] = array.is_valid().to_numpy(zero_copy_only=False)
+    return array.fill_null(0).to_numpy(zero_copy_only=False), valid
 
 
 def schema_to_text(schema: pa.Schema) -> str:

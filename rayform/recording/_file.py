@@ -166,35 +166,6 @@ def open_recording(path: Path) -> tuple[RecordingHeader, pa.Table]:
     return header, table
 
 
-def open_recording_timelines(path: Path) -> tuple[RecordingHeader, pa.Schema, pa.Table]:
-    """A recording's header, full schema, and a table of its timeline columns only.
-
-    Reads (and decompresses) no component data: what indexing a recording needs whose data was
-    validated when it was written (see :mod:`rayform.recording._written`).
-
-    Raises:
-        FileNotFoundError: ``path`` does not exist.
-        CorruptRecordingError: the file is truncated, not Arrow, or has a bad header.
-    """
-    try:
-        source = pa.memory_map(str(path), "r")
-        schema = pa.ipc.open_file(source).schema
-        header = header_from_schema(schema, source=str(path))
-        fields = [schema.get_field_index(name) for name in header.timelines]
-        if -1 in fields:
-            raise CorruptRecordingError(f"{path}: header names a timeline that has no column")
-        options = pa.ipc.IpcReadOptions(included_fields=fields)
-        table = pa.ipc.open_file(source, options=options).read_all()
-    except FileNotFoundError:
-        raise
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as err:
-        raise CorruptRecordingError(
-            f"{path}: not a readable rayform recording (truncated or damaged Arrow IPC file): {err}"
-        ) from err
-    validate_layout(header, schema, num_rows=table.num_rows, source=str(path))
-    return header, schema, table
-
-
 def validate_layout(header: RecordingHeader, schema: pa.Schema, *, num_rows: int,
                     source: str) -> None:
     """Check that the header's entity ranges and timelines agree with the file's schema and rows."""

@@ -20,15 +20,18 @@ saves less than a tenth of its bytes, or the batch holds less than :data:`MIN_CO
 buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
 so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
 outweighs. A large batch is first tried on a sample of its largest buffer (noise-like pixels
-do not compress, and compressing them in full cost more than writing them). Compression runs
-on the calling thread (``use_threads=False``): Arrow's pool took longer to hand the buffers out
-than to compress them.
+do not compress, and compressing them in full cost more than writing them). Compression of one
+batch runs on one thread (``use_threads=False``): Arrow's pool took longer to hand the buffers
+out than to compress them; a recording's batches are encoded on two threads when they hold
+enough to compress (:func:`encode_batches`).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -73,18 +76,38 @@ def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
 
 def encode_batch(batch: pa.RecordBatch, *, compress: bool) -> EncodedBatch:
     """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is."""
-    if compress and batch.nbytes >= MIN_COMPRESSED_BYTES and _sample_compresses(batch):
-        message = _message(batch, _COMPRESSED)
-        if message.body.size <= (1 - _MIN_SAVINGS) * batch.nbytes:
-            return EncodedBatch(message, is_compressed=True)
+    if compress:
+        nbytes = batch.nbytes  # not free on a wide batch: it walks every buffer
+        if nbytes >= MIN_COMPRESSED_BYTES and _sample_compresses(batch, nbytes=nbytes):
+            message = _message(batch, _COMPRESSED)
+            if message.body.size <= (1 - _MIN_SAVINGS) * nbytes:
+                return EncodedBatch(message, is_compressed=True)
     return EncodedBatch(pa.ipc.read_message(batch.serialize()), is_compressed=False)
 
 
-def _sample_compresses(batch: pa.RecordBatch) -> bool:
+ENCODE_THREADS: Final = 2
+_PARALLEL_BYTES: Final = 1 << 20
+
+
+def encode_batches(batches: Sequence[pa.RecordBatch], compress: Sequence[bool]
+                   ) -> list[EncodedBatch]:
+    """:func:`encode_batch` of each batch (``compress[i]``: whether batch ``i`` may be
+    compressed), in order. Several batches with a megabyte or more to compress are encoded on
+    :data:`ENCODE_THREADS` threads: zstd runs without the GIL, and each batch's message is the
+    same whichever thread encodes it."""
+    work = [nbytes for batch, may in zip(batches, compress, strict=True)
+            if may and (nbytes := batch.get_total_buffer_size()) >= MIN_COMPRESSED_BYTES]
+    if len(work) < 2 or sum(work) < _PARALLEL_BYTES:
+        return [encode_batch(b, compress=c) for b, c in zip(batches, compress, strict=True)]
+    with ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="rayform-encode") as pool:
+        return list(pool.map(lambda b, c: encode_batch(b, compress=c), batches, compress))
+
+
+def _sample_compresses(batch: pa.RecordBatch, *, nbytes: int) -> bool:
     """Whether a sample of the batch's largest buffer saves a tenth with zstd (always true for a
     batch below :data:`_SAMPLED_BYTES`): raw camera noise or already-compressed bytes held as
     numbers would otherwise be compressed in full only to be stored as they were."""
-    if batch.nbytes < 4 * _SAMPLED_BYTES:
+    if nbytes < 4 * _SAMPLED_BYTES:
         return True
     largest = max((b for column in batch.columns for b in column.buffers() if b is not None),
                   key=lambda b: b.size)
@@ -104,28 +127,74 @@ def _message(batch: pa.RecordBatch, options: pa.ipc.IpcWriteOptions) -> pa.Messa
     return reader.read_next_message()
 
 
-def write_ipc_file(sink: pa.NativeFile, schema: pa.Schema,
-                   batches: Sequence[EncodedBatch]) -> None:
-    """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
-    template = _template(schema, len(batches))
+@dataclass(frozen=True, slots=True)
+class FileLayout:
+    """Where the parts of a written IPC file lie: its head (magic and schema message) is
+    ``[0, head_bytes)``, its batches' ``Block`` entries ``blocks``, its footer from
+    ``footer_at`` (then its length and the trailing magic)."""
+
+    head_bytes: int
+    blocks: tuple[tuple[int, int, int], ...]
+    footer_at: int
+
+
+def _parts(schema: pa.Schema, count: int) -> tuple[bytes, bytearray, int]:
+    """The head and the footer (its ``Block`` entries at ``vector_at`` still to fill) of an IPC
+    file of ``schema`` holding ``count`` batches."""
+    template = _template(schema, count)
     trailer = len(_TRAILER_MAGIC) + 4
     (footer_size,) = struct.unpack_from("<i", template, len(template) - trailer)
     footer = bytearray(template[len(template) - trailer - footer_size: len(template) - trailer])
-    vector_at = _record_batch_vector(footer, count=len(batches))
-    first_batch = _BLOCK.unpack_from(footer, vector_at)[0] if batches else None
+    vector_at = _record_batch_vector(footer, count=count)
+    first_batch = _BLOCK.unpack_from(footer, vector_at)[0] if count else None
     head = template[: first_batch if first_batch is not None
                     else len(template) - trailer - footer_size - len(_END_OF_STREAM)]
+    return head, footer, vector_at
+
+
+def _footer_tail(footer: bytearray, vector_at: int,
+                 blocks: Sequence[tuple[int, int, int]]) -> bytes:
+    for i, block in enumerate(blocks):
+        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, *block)
+    return bytes(footer) + struct.pack("<i", len(footer)) + _TRAILER_MAGIC
+
+
+def write_ipc_file(sink: pa.NativeFile, schema: pa.Schema,
+                   batches: Sequence[EncodedBatch]) -> FileLayout:
+    """Write an Arrow IPC file of ``schema`` holding ``batches`` in order."""
+    head, footer, vector_at = _parts(schema, len(batches))
     sink.write(head)
-    for i, batch in enumerate(batches):
+    blocks = []
+    for batch in batches:
         start = sink.tell()
         batch.message.serialize_to(sink)  # no copy of the body
         body = batch.message.body.size
-        _BLOCK.pack_into(footer, vector_at + i * _BLOCK.size, start, sink.tell() - start - body,
-                         body)
+        blocks.append((start, sink.tell() - start - body, body))
     sink.write(_END_OF_STREAM)
-    sink.write(bytes(footer))
-    sink.write(struct.pack("<i", len(footer)))
-    sink.write(_TRAILER_MAGIC)
+    footer_at = sink.tell()
+    sink.write(_footer_tail(footer, vector_at, blocks))
+    return FileLayout(head_bytes=len(head), blocks=tuple(blocks), footer_at=footer_at)
+
+
+def rewrite_schema(path: Path, schema: pa.Schema, layout: FileLayout) -> None:
+    """Put ``schema`` in place of the schema of the file at ``path`` written with ``layout``
+    (in its head and its footer), its serialised length being the same; the batches stay.
+
+    Raises:
+        RuntimeError: ``schema`` serialises to another length (a caller bug).
+    """
+    head, footer, vector_at = _parts(schema, len(layout.blocks))
+    tail = _footer_tail(footer, vector_at, layout.blocks)
+    with path.open("r+b") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if len(head) != layout.head_bytes or layout.footer_at + len(tail) != size:
+            raise RuntimeError(f"{path}: the new schema does not take the place of the old one "
+                               f"(head {len(head)} vs {layout.head_bytes} bytes)")
+        for data, at in ((head, 0), (tail, layout.footer_at)):
+            view = memoryview(data)
+            while view:
+                written = os.pwrite(fh.fileno(), view, at)
+                view, at = view[written:], at + written
 
 
 def _template(schema: pa.Schema, count: int) -> bytes:
@@ -161,10 +230,11 @@ def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
     return int(vector) + 4
 
 
-def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]) -> None:
+def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]
+                         ) -> FileLayout:
     """Write the IPC file at ``path`` (the caller makes it atomic)."""
     with pa.OSFile(str(path), "wb") as sink:
-        write_ipc_file(sink, schema, batches)
+        return write_ipc_file(sink, schema, batches)
 
 
 def has_dictionary(schema: pa.Schema) -> bool:

@@ -23,6 +23,7 @@ import os
 import shutil
 import uuid
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeAlias
@@ -60,15 +61,16 @@ from rayform.recording._file import (
 )
 from rayform.recording._ipc_file import (
     EncodedBatch,
-    encode_batch,
+    encode_batches,
     has_dictionary,
     has_encoded_media,
+    rewrite_schema,
     write_plain_file,
     write_recording_file,
 )
 from rayform.recording._names import validate_entity_path, validate_segment_id
 from rayform.recording._widening import merged_type, widen
-from rayform.recording._written import remember_written
+from rayform.recording._written import BLOCK_BYTES, remember_written
 
 TimelineLike: TypeAlias = "npt.ArrayLike | pa.Array"
 ComponentLike: TypeAlias = "npt.ArrayLike | pa.Array | Sequence[Any]"
@@ -96,12 +98,17 @@ def timeline_array(name: str, values: TimelineLike) -> tuple[TimelineKind, pa.Ar
             )
     t = values.type
     if pa.types.is_integer(t):
-        return "sequence", values.cast(pa.int64())
+        return "sequence", _cast(values, pa.int64())
     if pa.types.is_timestamp(t):
-        return "timestamp", values.cast(pa.timestamp("ns"))
+        return "timestamp", _cast(values, pa.timestamp("ns"))
     if pa.types.is_duration(t):
-        return "duration", values.cast(pa.duration("ns"))
+        return "duration", _cast(values, pa.duration("ns"))
     raise ConfigError(f"timeline {name!r}: unsupported Arrow type {t}")
+
+
+def _cast(values: pa.Array, target: pa.DataType) -> pa.Array:
+    """``values`` as ``target`` (as they are when of that type already: a cast costs ~15 µs)."""
+    return values if values.type == target else values.cast(target)
 
 
 def component_array(name: str, values: ComponentLike, num_rows: int) -> pa.Array:
@@ -335,9 +342,11 @@ class RecordingWriter:
         table = pa.Table.from_batches(batches, schema=schema) if batches else schema.empty_table()
         return header, table
 
-    def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
-                                 list[EncodedBatch]]:
-        """The header, schema, batches (one per entity) and their stored messages."""
+    def _parts(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
+                              list[EncodedBatch] | None, list[pa.Array]]:
+        """The header without its checksum, the plain schema, the batches (one per entity),
+        their stored messages (None: written whole by pyarrow, see ``has_dictionary``) and the
+        logged arrays in them (the rest are nulls made here)."""
         columns: dict[str, pa.DataType] = {}
         for name, kind in self._timelines.items():
             columns[name] = {"sequence": pa.int64(), "timestamp": pa.timestamp("ns"),
@@ -371,35 +380,40 @@ class RecordingWriter:
         schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
         types = list(columns.values())
         batches: list[pa.RecordBatch] = []
-        encoded: list[EncodedBatch] = []
+        compressed: list[bool] = []
         entities: dict[str, EntityRows] = {}
         static_entities: dict[str, EntityRows] = {}
         row = 0
-        nulls: dict[tuple[int, int], pa.Array] = {}  # one per length and column: many entities
+        # Many entities lack most columns: one array of nulls per length and type (its
+        # buffers are zeros, and a batch's bytes are the same whichever array it holds).
+        nulls: dict[tuple[int, int], pa.Array] = {}
+        logged: list[pa.Array] = []
+        first_of_type: dict[pa.DataType, int] = {}
+        same_type = [first_of_type.setdefault(t, i) for i, t in enumerate(types)]
         whole = has_dictionary(schema)  # written whole by pyarrow (dictionary batches)
-        for entity, is_static, table in entity_tables:  # lack most columns
+        for entity, is_static, table in entity_tables:
             own = {name: table.column(name) for name in table.column_names}
             arrays = []
             for i, (name, target) in enumerate(zip(columns, types, strict=True)):
                 column = own.get(name)
                 if column is None:
-                    key = (table.num_rows, i)
+                    key = (table.num_rows, same_type[i])
                     if key not in nulls:
                         nulls[key] = pa.nulls(table.num_rows, type=target)
                     arrays.append(nulls[key])
                     continue
                 array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
                 arrays.append(widen(array, target))
+                logged.append(arrays[-1])
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
-            if not whole:
-                compress = self._compress and not has_encoded_media(batch, names)
-                encoded.append(encode_batch(batch, compress=compress))
+            compressed.append(self._compress and not has_encoded_media(batch, names))
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
             row += table.num_rows
+        encoded = [] if whole else encode_batches(batches, compressed)
         header = RecordingHeader(
             format=RECORDING_FORMAT,
             format_version=RECORDING_FORMAT_VERSION,
@@ -412,35 +426,54 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        if whole:  # uncompressed
-            sink = pa.BufferOutputStream()
-            write_plain_file(sink, schema, batches)
-            digest = content_digest(header, schema, stored_messages(sink.getvalue()))
-        else:
-            digest = content_digest(header, schema,
-                                    ((e.message.metadata, e.message.body) for e in encoded))
-        header = header.model_copy(update={"content_sha256": digest})
-        schema = schema.with_metadata({HEADER_KEY: header.to_bytes()})
-        return header, schema, batches, encoded
+        return header, schema, batches, None if whole else encoded, logged
+
+    def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
+                                 list[EncodedBatch] | None]:
+        """The header, schema (the header in its metadata), batches (one per entity) and their
+        stored messages (None: the schema has dictionaries, pyarrow writes the file whole)."""
+        header, schema, batches, encoded, _ = self._parts()
+        return (*_with_digest(header, schema, _checksum(header, schema, batches, encoded)),
+                batches, encoded)
 
     def close(self) -> Path:
         """Write the recording file (atomically) and its assets; returns the file's path."""
         self._check_open()
-        _, schema, batches, encoded = self._assemble()
-        for batch in batches:  # what registration would check of the file: see _written
-            try:
-                batch.validate(full=True)
-            except (pa.ArrowInvalid, pa.ArrowException) as err:
-                raise ConfigError(f"recording {self._path}: logged data is not valid Arrow "
-                                  f"(an importer or caller bug): {err}") from err
+        unset, plain, batches, encoded, logged = self._parts()
+        _validate(self._path, batches, logged)
+        # A large recording is written while its checksum is computed on another thread, with
+        # the header's checksum unset, then the two places that hold the header (the schema
+        # message and the footer) are rewritten in place: the header's length does not change.
+        overlap = encoded is not None and \
+            sum(e.message.body.size for e in encoded) >= _OVERLAPPED_CHECKSUM_BYTES
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rayform-checksum") \
+            if overlap else None
+        try:
+            if pool is not None:
+                checksum = pool.submit(_checksum, unset, plain, batches, encoded)
+                header, schema = _with_digest(unset, plain, _UNSET_DIGEST)
+            else:
+                header, schema = _with_digest(unset, plain,
+                                              _checksum(unset, plain, batches, encoded))
+            path = self._write(header, schema, batches, encoded, checksum if pool else None)
+        finally:
+            if pool is not None:
+                pool.shutdown()
+        return path
+
+    def _write(self, header: RecordingHeader, schema: pa.Schema, batches: list[pa.RecordBatch],
+               encoded: list[EncodedBatch] | None, checksum: Future[str] | None) -> Path:
         with naming_full_disk(self._path.parent, what=f"writing recording {self._path}"), \
                 atomic_path(self._path) as tmp:
-            if has_dictionary(schema):
+            if encoded is None:
                 with pa.OSFile(str(tmp), "wb") as sink:
                     write_plain_file(sink, schema, batches)
             else:
-                write_recording_file(tmp, schema, encoded)
-            file_sha256 = _file_sha256(tmp)
+                layout = write_recording_file(tmp, schema, encoded)
+                if checksum is not None:
+                    header, schema = _with_digest(header, schema, checksum.result())
+                    rewrite_schema(tmp, schema, layout)
+            file_sha256, block_digests = _file_hashes(tmp)
             if self._assets:
                 asset_dir = asset_dir_for(self._path)
                 asset_dir.mkdir(parents=True, exist_ok=True)
@@ -450,7 +483,11 @@ class RecordingWriter:
                         dest.write_bytes(src)
                     else:
                         _link_or_copy(src, dest)
-        remember_written(self._path, sha256=file_sha256)
+        names = list(self._timelines)
+        timelines = pa.Table.from_batches([b.select(names) for b in batches],
+                                          schema=pa.schema([schema.field(n) for n in names]))
+        remember_written(self._path, sha256=file_sha256, block_digests=block_digests,
+                         schema=schema, timelines=timelines)
         self._closed = True
         return self._path
 
@@ -485,6 +522,78 @@ def _file_sha256(path: Path) -> str:
             return hashlib.sha256().hexdigest()
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             return hashlib.sha256(mapped).hexdigest()
+
+
+def _validate(path: Path, batches: list[pa.RecordBatch], logged: list[pa.Array]) -> None:
+    """What registration would check of the file (see :mod:`rayform.recording._written`): the
+    batches' structure, and every logged array in full (the columns of nulls that fill the rest
+    of each batch are valid as made).
+
+    Raises:
+        ConfigError: invalid Arrow data (an importer or caller bug).
+    """
+    try:
+        for batch in batches:
+            batch.validate()
+        for array in logged:
+            array.validate(full=True)
+    except (pa.ArrowInvalid, pa.ArrowException) as err:
+        raise ConfigError(f"recording {path}: logged data is not valid Arrow "
+                          f"(an importer or caller bug): {err}") from err
+
+
+_PARALLEL_HASH_BYTES = 8 << 20
+_OVERLAPPED_CHECKSUM_BYTES = 8 << 20
+
+
+def _checksum(header: RecordingHeader, schema: pa.Schema, batches: list[pa.RecordBatch],
+              encoded: list[EncodedBatch] | None) -> str:
+    """The recording's ``content_sha256`` (see :mod:`rayform.recording._checksum`)."""
+    if encoded is None:  # written whole by pyarrow (uncompressed)
+        sink = pa.BufferOutputStream()
+        write_plain_file(sink, schema, batches)
+        return content_digest(header, schema, stored_messages(sink.getvalue()))
+    return content_digest(header, schema, ((e.message.metadata, e.message.body) for e in encoded))
+
+
+def _with_digest(header: RecordingHeader, schema: pa.Schema, digest: str
+                 ) -> tuple[RecordingHeader, pa.Schema]:
+    """The header with its checksum, and the schema carrying that header."""
+    header = header.model_copy(update={"content_sha256": digest})
+    return header, schema.with_metadata({HEADER_KEY: header.to_bytes()})
+
+
+def _file_hashes(path: Path) -> tuple[str, bytes]:
+    """The sha256 of a file written here and of each of its :data:`BLOCK_BYTES` blocks, in one
+    pass over its memory-mapped bytes (from the page cache). A large file's whole digest is
+    computed on a second thread meanwhile: hashlib frees the GIL, and the two digests are each
+    as costly as the other."""
+    with path.open("rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size == 0:
+            return hashlib.sha256().hexdigest(), b""
+        with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                whole = hashlib.sha256()
+                digests = bytearray()
+                if size < _PARALLEL_HASH_BYTES:
+                    for start in range(0, size, BLOCK_BYTES):
+                        block = view[start:start + BLOCK_BYTES]
+                        digests += hashlib.sha256(block).digest()
+                        whole.update(block)
+                        block.release()
+                    return whole.hexdigest(), bytes(digests)
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rayform-hash") as pool:
+                    hashed = pool.submit(whole.update, view)
+                    for start in range(0, size, BLOCK_BYTES):
+                        block = view[start:start + BLOCK_BYTES]
+                        digests += hashlib.sha256(block).digest()
+                        block.release()
+                    hashed.result()
+                return whole.hexdigest(), bytes(digests)
+            finally:
+                view.release()
 
 
 def _file_digest(src: Path) -> str:

@@ -1,7 +1,9 @@
 """Local catalogs: a directory on a local or shared (NFS) filesystem behind the ``Store`` interface.
 
 Durability: an object's bytes and its name are fsynced before :meth:`LocalStore.put_object`
-(or :meth:`LocalStore.put_own_object`, which moves a file the caller wrote into place) returns,
+(or :meth:`LocalStore.put_own_object`, which moves a file the caller wrote into place) returns
+(its name, within :meth:`LocalStore.folder_syncs_deferred`, when the caller's
+:meth:`LocalStore.sync_folders` returns: one fsync a folder for a registration's many objects),
 and a metadata file's bytes before its exclusive link and its folder after it, so a commit (a
 snapshot naming objects) that :meth:`~LocalStore.create_exclusive` reports survives a power loss
 together with everything it names.
@@ -9,11 +11,16 @@ together with everything it names.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rayform._atomic import fsync_dir, fsync_file, make_dirs_durable
@@ -26,6 +33,16 @@ from rayform.storage._inventory import StoredObject
 from rayform.storage._listing import LocalListings
 from rayform.storage._store import OBJECTS_PREFIX, STAGING_DIR, Store, object_key
 
+_SYNC_THREADS = 4
+
+
+def write_durably(path: Path, data: bytes) -> None:
+    """Write a new file of ``data`` and fsync it."""
+    with path.open("wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+
 
 class LocalStore(Store):
     """A catalog that is a directory on a local or shared (NFS) filesystem."""
@@ -33,6 +50,7 @@ class LocalStore(Store):
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
         self.url = str(self.root)
+        self._deferring = threading.local()  # .pending: folders to fsync later, this thread
 
     def _path(self, key: str) -> Path:
         return path_under(self.root, key, what=f"catalog {self.url}")
@@ -95,15 +113,62 @@ class LocalStore(Store):
                 # Durable before any snapshot can name it: bytes, then the name in its folder.
                 fsync_file(tmp)
                 os.chmod(tmp, 0o444)
-                try:
-                    os.replace(tmp, dest)
-                except FileNotFoundError:  # first object under this prefix
-                    make_dirs_durable(dest.parent, root=self.root)
-                    os.replace(tmp, dest)
-                fsync_dir(dest.parent)
+                self._place(tmp, dest)
             return digest, size
         finally:
             tmp.unlink(missing_ok=True)
+
+    def put_object_bytes(self, data: bytes) -> tuple[str, int]:
+        with naming_full_disk(self.root, what=f"storing an object in catalog {self.url}"):
+            digest = hashlib.sha256(data).hexdigest()
+            if self.keep_object(digest):
+                return digest, len(data)
+            staging = self.root / STAGING_DIR
+            staging.mkdir(exist_ok=True)
+            tmp = staging / f"object.{uuid.uuid4().hex}.tmp"
+            try:
+                write_durably(tmp, data)  # durable before any snapshot can name it
+                os.chmod(tmp, 0o444)
+                self._place(tmp, self._path(object_key(digest)))
+            finally:
+                tmp.unlink(missing_ok=True)
+            return digest, len(data)
+
+    def _place(self, tmp: Path, dest: Path) -> None:
+        """Move a durable file into its object name, the name made durable in its folder (or
+        that folder noted, see :meth:`folder_syncs_deferred`)."""
+        try:
+            os.replace(tmp, dest)
+        except FileNotFoundError:  # first object under this prefix
+            make_dirs_durable(dest.parent, root=self.root)
+            os.replace(tmp, dest)
+        self._sync_name(dest)
+
+    def _sync_name(self, dest: Path) -> None:
+        pending: set[str] | None = getattr(self._deferring, "pending", None)
+        if pending is None:
+            fsync_dir(dest.parent)
+        else:
+            pending.add(os.fspath(dest.parent))
+
+    @contextlib.contextmanager
+    def folder_syncs_deferred(self, pending: set[str]) -> Iterator[None]:
+        outer = getattr(self._deferring, "pending", None)
+        self._deferring.pending = pending
+        try:
+            yield
+        finally:
+            self._deferring.pending = outer
+
+    def sync_folders(self, pending: set[str]) -> None:
+        folders = [Path(folder) for folder in sorted(pending)]
+        if len(folders) <= 1:
+            for folder in folders:
+                fsync_dir(folder)
+            return
+        # Concurrent fsyncs share the filesystem's journal commits.
+        with ThreadPoolExecutor(max_workers=_SYNC_THREADS, thread_name_prefix="rayform-sync") as pool:
+            list(pool.map(fsync_dir, folders))
 
     def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
         with naming_full_disk(self.root, what=f"storing {src} in catalog {self.url}"):
@@ -123,7 +188,7 @@ class LocalStore(Store):
             except OSError:  # another filesystem (a staging folder elsewhere): copy
                 os.chmod(src, 0o644)
                 return self._put_object(src)
-            fsync_dir(dest.parent)
+            self._sync_name(dest)
             return sha256, size
 
     def keep_object(self, digest: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -79,6 +80,31 @@ class Store(ABC):
     @abstractmethod
     def put_object(self, src: Path) -> tuple[str, int]:
         """Copy ``src`` into the object store under its sha256; returns (digest, size)."""
+
+    def put_object_bytes(self, data: bytes) -> tuple[str, int]:
+        """Store ``data`` (a small object made in memory) under its sha256; returns (digest,
+        size). The default stores a staging file of it with :meth:`put_object`."""
+        import shutil
+
+        staging = self.staging_dir()
+        try:
+            path = staging / "object"
+            path.write_bytes(data)
+            return self.put_object(path)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def folder_syncs_deferred(self, pending: set[str]) -> AbstractContextManager[None]:
+        """Within it, on the calling thread, the objects stored are made durable except for their
+        names: a local store adds each object's folder to ``pending`` instead of fsyncing it,
+        so that many objects in one folder cost one fsync. The caller must call
+        :meth:`sync_folders` on ``pending`` before anything may name those objects. Stores
+        without folders have nothing to defer."""
+        return nullcontext()
+
+    def sync_folders(self, pending: set[str]) -> None:
+        """Make durable the names of the objects stored while deferring into ``pending``."""
+        return None
 
     def put_own_object(self, src: Path, *, sha256: str) -> tuple[str, int]:
         """Store a file the caller wrote and gives up (it may be gone afterwards), whose sha256

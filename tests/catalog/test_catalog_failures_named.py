@@ -35,8 +35,10 @@ def test_full_disk_while_storing_names_the_catalog(robots: DatasetEntry, root: P
                                                    disk_unchanged: Guard,
                                                    recording_factory: RecordingFactory,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    real_copy = local_store.copy_hashed
+    real_copy, real_write = local_store.copy_hashed, local_store.write_durably
     monkeypatch.setattr(local_store, "copy_hashed", lambda src, dest: real_copy(src, FULL))
+    # (objects made in memory, the block-hash objects, are written by another route)
+    monkeypatch.setattr(local_store, "write_durably", lambda path, data: real_write(FULL, data))
     recording = recording_factory("new", seed=7)
     with disk_unchanged(root), pytest.raises(DiskFullError) as info:
         robots.register(recording)

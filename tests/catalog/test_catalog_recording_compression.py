@@ -163,3 +163,25 @@ def test_files_mixing_compressed_and_plain_batches_read_in_any_arrow_reader(
         got = reader.get_batch(i)
         got.validate(full=True)
         assert got.equals(batch)
+
+
+def test_batches_encoded_on_threads_are_the_messages_encoded_one_by_one() -> None:
+    """Several batches with a megabyte to compress go to two threads: each message (and the
+    order) is what encoding them in turn gives."""
+    from rayform.recording._ipc_file import encode_batch, encode_batches
+
+    rng = np.random.default_rng(0)
+    batches = []
+    for _ in range(6):
+        values = np.cumsum(rng.standard_normal(150_000)).astype(np.float32)
+        offsets = pa.array(np.arange(150_001, dtype=np.int32))
+        batches.append(pa.RecordBatch.from_arrays(
+            [pa.ListArray.from_arrays(offsets, pa.array(values))], names=[JOINTS]))
+    compress = [True, True, False, True, True, True]
+    threaded = encode_batches(batches, compress)
+    one_by_one = [encode_batch(b, compress=c) for b, c in zip(batches, compress, strict=True)]
+    assert threaded[0].is_compressed and not threaded[2].is_compressed
+    for got, want in zip(threaded, one_by_one, strict=True):
+        assert got.is_compressed == want.is_compressed
+        assert got.message.metadata.equals(want.message.metadata)
+        assert got.message.body.equals(want.message.body)

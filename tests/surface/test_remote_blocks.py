@@ -226,7 +226,7 @@ def test_an_old_catalog_without_block_hashes_reads_whole(tmp_path: Path, cache_d
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import rayform.catalog._registration as registration
 
-    monkeypatch.setattr(registration, "store_block_hashes", lambda store, source: None)
+    monkeypatch.setattr(registration, "store_block_hashes", lambda store, source, **_: None)
     catalog = rayform.Catalog.create(tmp_path / "site" / "cat")
     catalog.create_dataset("robots").register(write_recordings(tmp_path / "src")).wait()
     old = layers(tmp_path / "site" / "cat")

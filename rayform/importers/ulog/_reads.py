@@ -19,25 +19,20 @@ class WatchedFile:
 
     def __init__(self, raw: BinaryIO) -> None:
         self._raw = raw
-        self._at = raw.tell()
+        self._read = raw.read  # pyulog reads twice a message: keep this path short
         self.cut: tuple[int, int, int] | None = None
 
     def read(self, size: int = -1) -> bytes:
-        at = self._at
-        data = self._raw.read(size)
-        self._at += len(data)
-        short = size >= 0 and len(data) < size
-        clean_end = size == _HEADER and not data
-        if short and not clean_end and self.cut is None:
-            self.cut = (at, size, len(data))
+        data = self._read(size)
+        if len(data) < size and self.cut is None and (data or size != _HEADER):
+            self.cut = (self._raw.tell() - len(data), size, len(data))
         return data
 
     def seek(self, offset: int, whence: int = 0) -> int:
-        self._at = self._raw.seek(offset, whence)
-        return self._at
+        return self._raw.seek(offset, whence)
 
     def tell(self) -> int:
-        return self._at
+        return self._raw.tell()
 
     def close(self) -> None:
         """pyulog closes its handle; the importer's ``with`` closes the real file."""
