@@ -37,11 +37,10 @@ from pathlib import Path
 
 from rayform._paths import path_under
 from rayform.storage._block_hashes import BlockHashes
-from rayform.storage._cache import ObjectCache, remember_verified
+from rayform.storage._cache import BLOCKS_SUFFIX, SPARSE_DIR, ObjectCache, remember_verified
 from rayform.storage._parts import PartPlan, RangedSource, RangeReply
 from rayform.storage._retry import RetryPolicy, TransientError
 
-SPARSE_DIR = "sparse"
 VERIFIED = b"\x01"
 
 
@@ -53,7 +52,7 @@ def sparse_paths(cache: ObjectCache, digest: str) -> tuple[Path, Path]:
     """The sparse data file of ``digest`` in ``cache`` and its record of verified blocks."""
     cache.path_of(digest)  # checks that ``digest`` is one
     data = path_under(cache.root, f"{SPARSE_DIR}/{digest}", what=f"cache {cache.root}")
-    return data, data.with_name(f"{digest}.blocks")
+    return data, data.with_name(f"{digest}{BLOCKS_SUFFIX}")
 
 
 def fetch_blocks(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
@@ -71,6 +70,7 @@ def fetch_blocks(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHash
     path = cache.cached(digest)
     if path is not None:
         return path
+    cache.sweep_on_first_fetch()  # before taking the lock: the sweep skips locked objects
     with cache.object_lock(digest):
         path = cache.cached(digest)  # another process may have finished it meanwhile
         if path is not None:
