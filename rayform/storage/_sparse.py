@@ -19,7 +19,9 @@ record; the next fetch of the object asks only for the blocks not marked. A bloc
 after its verified bytes were written, and every marked block is hashed again before a fetch
 trusts the record (a machine that lost power may have kept the mark and not the bytes), so a
 partially written block is never taken for a verified one. No byte of the sparse file reaches a
-reader: readers open installed objects only, whose every block was checked.
+reader: readers open installed objects only, whose every block was checked. A sparse file nobody
+resumed for a day, and nobody is filling, is swept (:meth:`ObjectCache.sweep_abandoned`, run by
+the first fetch of each cache handle).
 
 A block that does not match raises :class:`BlockMismatchError` (retried like a truncated download:
 the link may have altered it); the store turns the last one into an
