@@ -7,7 +7,9 @@ caching. An object whose block hashes the metadata names (:meth:`RemoteStore.not
 is fetched as ranged reads verified block by block (:mod:`rayform.storage._sparse`); any other
 is fetched and hashed whole. Snapshot and slice files are immutable, so once cached they are never
 fetched again; ``catalog.json``, entry files and listings are fetched on every open while online,
-and the last copy seen serves offline use.
+and the last copy seen serves offline use. ``catalog.json`` is fetched once per store: the store's
+cache namespace is that copy's hash, so the store trusts it for its life; a new store (every
+``Catalog.open``) fetches it afresh.
 """
 
 from __future__ import annotations
@@ -128,6 +130,7 @@ class RemoteStore(Store):
         self.parts = parts if parts is not None else PartPlan()
         self.meta = MetadataCache(self.cache, self.url)
         self._namespace: str | None = None
+        self._catalog_json: bytes | None = None  # the copy this store opened (online reads)
         self._prefetcher: ObjectPrefetcher | None = None
         self._early = EarlyReads(self._get)
         self._block_lists: dict[str, str] = {}  # object -> its block-hash object
@@ -166,11 +169,20 @@ class RemoteStore(Store):
         return f"keys@{self._namespace}"
 
     def read_bytes(self, key: str) -> bytes:
+        if key == CATALOG_FILE and self._catalog_json is not None and not self.is_offline():
+            # Read once per store: its namespace is that copy's hash. Kept on disk for offline
+            # use all the same (a cache cleaner may have removed it meanwhile).
+            if self.meta.get("keys", key) != self._catalog_json:
+                self._remember("keys", key, self._catalog_json)
+            return self._catalog_json
         data = self._read_metadata(key)
-        if key == CATALOG_FILE and self._namespace is None:
-            # The copy that opened the catalog names its namespace: one request fewer per open,
-            # and immutable files are scoped to the catalog this store actually read.
-            self._namespace = hashlib.sha256(data).hexdigest()[:16]
+        if key == CATALOG_FILE:
+            if not self.is_offline():
+                self._catalog_json = data
+            if self._namespace is None:
+                # The copy that opened the catalog names its namespace: one request fewer per
+                # open, and immutable files are scoped to the catalog this store actually read.
+                self._namespace = hashlib.sha256(data).hexdigest()[:16]
         return data
 
     def _read_metadata(self, key: str) -> bytes:
@@ -199,7 +211,8 @@ class RemoteStore(Store):
         if self.is_offline():
             return
         self._early.start(k for k in keys
-                          if not (is_immutable_key(k) and self.meta.has_in_any_space(k)))
+                          if not (k == CATALOG_FILE and self._catalog_json is not None)
+                          and not (is_immutable_key(k) and self.meta.has_in_any_space(k)))
 
     def _remember(self, space: str, key: str, data: bytes) -> None:
         """Cache a metadata file for offline use; a cache folder deleted meanwhile is recreated
