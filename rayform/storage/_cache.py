@@ -74,6 +74,10 @@ def is_offline() -> bool:
     return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("", "0", "false", "no")
 
 
+class DigestMismatchError(TransientError):
+    """A downloaded object does not hash to its name (retried: the link may have altered it)."""
+
+
 class Sink(Protocol):
     """Where a transport writes a download's bytes."""
 
@@ -254,10 +258,12 @@ class ObjectCache:
             if path is not None:
                 return path
 
-            def attempt() -> Path:
-                return self._download_once(digest, fill)
+            return self.fill_locked(digest, fill, retry=retry, what=what)
 
-            return retry.run(attempt, what=what)
+    def fill_locked(self, digest: str, fill: Fill, *, retry: RetryPolicy, what: str) -> Path:
+        """:meth:`fetch_into` for a caller that holds :meth:`object_lock` of ``digest`` and saw
+        it absent."""
+        return retry.run(lambda: self._download_once(digest, fill), what=what)
 
     def _download_once(self, digest: str, fill: Fill) -> Path:
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
@@ -272,7 +278,7 @@ class ObjectCache:
                 os.close(fd)
             if got != digest:
                 parts = f" in {requests} ranged parts" if requests > 1 else ""
-                raise TransientError(
+                raise DigestMismatchError(
                     f"downloaded {size} bytes{parts} whose sha256 is {got}, not {digest} "
                     "(truncated or altered in transit); nothing was cached"
                 )
