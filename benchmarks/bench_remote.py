@@ -24,10 +24,11 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
      the 25-100 Gbit/s NICs of training machines, and more than the loopback ``rclone`` server
      delivers on this 2-core machine anyway (150-300 MB/s, measured with 8 plain boto3 GETs).
 
-   Recordings are read verified block by block against the block-hash object their registration
-   wrote (``rayform.storage._sparse``: 128 KiB blocks; the recording's GET sent while the block
-   list arrives, ranged parts beyond 8 MiB); the same epochs reading recordings whole (hashed
-   whole, as before issue 26) are interleaved and their ratio printed as "before". A recording
+   Recordings have the block-hash object their registration wrote, but these (~4.8 MB) are below
+   ``PartPlan.blocks_from_bytes`` (32 MiB): each is one GET hashed whole, and its block list is
+   never requested (larger ones are verified block by block, ``rayform.storage._sparse``); the
+   same epochs with the block lists ignored altogether (as before issue 26) are interleaved and
+   their ratio printed as "before". A recording
    file is opened once all its blocks are verified, and a full shuffle's
    first batch needs every segment, so it still waits for two metadata round trips
    (``catalog.json``, the slice) and then every byte: the printed floor, 0.19 s for 38.8 MB here,
@@ -379,8 +380,10 @@ def main() -> int:
                       f"take at least {floor_s:.2f} s here, so recordings opened once verified "
                       f"cap the ratio near local / (local + that) = "
                       f"{t_local_b / (t_local_b + floor_s):.2f}")
-                print(f"  verified per block: {len(lists)} of {len(objects)} recordings have a "
-                      f"block-hash object ({lists_bytes / size * 100:.3f} % of the bytes); limit "
+                print(f"  {len(lists)} of {len(objects)} recordings have a block-hash object "
+                      f"({lists_bytes / size * 100:.3f} % of the bytes; used from "
+                      f"{PartPlan().blocks_from_bytes >> 20} MiB, the largest recording is "
+                      f"{largest / 2**20:.1f} MiB); limit "
                       f"= the local epoch {t_local_b:.2f} s, figure = the S3-like first epoch "
                       f"{t_s3:.2f} s (medians)")
                 print(f"  before (the same epochs reading recordings whole, hashed whole, "

@@ -17,7 +17,7 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -144,6 +144,8 @@ class Slice:
         created_at_ns: creation time.
         catalog_url: the catalog the slice was read from (not part of its content).
         excluded: ranges of its segments that no sample may touch.
+        store: the open store the slice was read from (:meth:`open_store` reuses it: one
+            ``catalog.json`` request per open, not two); not compared, not pickled.
     """
 
     id: str
@@ -157,6 +159,12 @@ class Slice:
     created_at_ns: int
     catalog_url: str
     excluded: tuple[ExcludedRange, ...] = ()
+    store: Store | None = field(default=None, compare=False, repr=False)
+
+    def __reduce__(self) -> tuple[Any, tuple[dict[str, Any]]]:
+        """Pickles without its open store (a process that unpickles it opens its own)."""
+        return (_unpickled_slice, ({f.name: getattr(self, f.name) for f in fields(self)
+                                    if f.name != "store"},))
 
     @property
     def segment_ids(self) -> list[str]:
@@ -231,9 +239,10 @@ class Slice:
         return keys
 
     def open_store(self) -> Store:
-        """The store of the slice's catalog, the files :meth:`view` reads already requested
+        """The store of the slice's catalog (the one it was read from, else opened afresh), the
+        files :meth:`view` reads already requested
         (:meth:`metadata_keys`; a local store ignores the hint)."""
-        store = open_store(self.catalog_url)
+        store = self.store if self.store is not None else open_store(self.catalog_url)
         store.prefetch_metadata(self.metadata_keys())
         store.note_block_hashes(self.block_lists())
         return store
@@ -337,7 +346,12 @@ def content_digest(record: SliceRecord) -> str:
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
 
 
-def slice_from_record(record: SliceRecord, catalog_url: str) -> Slice:
+def _unpickled_slice(values: dict[str, Any]) -> Slice:
+    return Slice(**values)
+
+
+def slice_from_record(record: SliceRecord, catalog_url: str, *,
+                      store: Store | None = None) -> Slice:
     tr = record.time_range
     return Slice(
         id=record.id,
@@ -354,6 +368,7 @@ def slice_from_record(record: SliceRecord, catalog_url: str) -> Slice:
         where=record.where,
         created_at_ns=record.created_at_ns,
         catalog_url=catalog_url,
+        store=store,
         excluded=tuple(ExcludedRange(segment_id=e.segment_id, timeline=e.timeline, start=e.start,
                                      end=e.end) for e in record.excluded),
     )
@@ -383,7 +398,7 @@ def load_slice(catalog: Catalog, slice_id: str) -> Slice:
             f"{catalog.url}/{key}: the slice's content does not match its id {slice_id!r} "
             "(edited or damaged file)"
         )
-    return slice_from_record(record, catalog.url)
+    return slice_from_record(record, catalog.url, store=catalog.store)
 
 
 def list_slices(catalog: Catalog) -> list[Slice]:

@@ -5,6 +5,8 @@ Layout under ``RAYFORM_CACHE_DIR`` (default ``~/.cache/rayform``)::
     objects/<ab>/<sha256>        verified, read-only copies of data objects (shared by all catalogs)
     meta/<url-hash>/…            small pointer files: which object holds a catalog's metadata file
     tmp/                         downloads in flight (renamed into ``objects/`` once verified)
+    sparse/<sha256>[.blocks]     block-verified downloads in flight and their records of verified
+                                 blocks (:mod:`rayform.storage._sparse`; resumed by the next fetch)
     locks/<abc>.lock             advisory locks so that processes of one host fetch an object once
 
 Every file appears by an atomic rename of a complete, hash-checked temporary file, so a reader never
@@ -12,7 +14,9 @@ sees a torn file, and two processes (or two machines sharing the folder over NFS
 object at once both end with the same bytes. A cached object is hashed again the first time each
 process opens it (whichever ``ObjectCache`` of the process opens it: a catalog opened again for the
 next epoch does not hash its data again); a corrupt one is deleted and fetched again. A failed
-download leaves nothing.
+download leaves nothing but what a later one can resume. What killed processes left is swept by the
+first download of the next process (:meth:`ObjectCache.sweep_abandoned`): ``.part`` files, and
+sparse downloads nobody has touched for :data:`STALE_PART_S` and nobody is filling.
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ from rayform.storage._store import sha256_file
 CACHE_ENV = "RAYFORM_CACHE_DIR"
 OFFLINE_ENV = "RAYFORM_OFFLINE"
 STALE_PART_S = 24 * 3600.0
+SPARSE_DIR = "sparse"
+BLOCKS_SUFFIX = ".blocks"
 DEAD_WRITER_PART_S = 60.0  # a running download writes far more often than this
 
 # Cached objects this process has hashed (or downloaded and hashed), by path: the file's
@@ -66,6 +72,10 @@ def default_cache_dir() -> Path:
 def is_offline() -> bool:
     """True when ``RAYFORM_OFFLINE`` is set to anything but ``""``, ``0``, ``false`` or ``no``."""
     return os.environ.get(OFFLINE_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
+class DigestMismatchError(TransientError):
+    """A downloaded object does not hash to its name (retried: the link may have altered it)."""
 
 
 class Sink(Protocol):
@@ -151,10 +161,28 @@ class ObjectCache:
         path = self.root / "tmp"
         with self.writing("creating the download folder"):
             path.mkdir(parents=True, exist_ok=True)
+        self._sweep_once()
+        return path
+
+    def _sweep_once(self) -> None:
         if not self._swept:
             self._swept = True
-            _sweep_stale_parts(path)
-        return path
+            self.sweep_abandoned()
+
+    def sweep_abandoned(self) -> int:
+        """Remove what killed downloads left; returns how many files were removed.
+
+        A ``tmp/*.part`` untouched for :data:`STALE_PART_S`, or for a minute when the process
+        named in it no longer runs; a sparse download (``sparse/<digest>`` and its ``.blocks``
+        record, see :mod:`rayform.storage._sparse`) whose files were both untouched for
+        :data:`STALE_PART_S` and whose object lock nobody holds (no process is filling it). A
+        fresher one is kept: the next fetch of the object resumes it."""
+        return (_sweep_stale_parts(self.root / "tmp")
+                + _sweep_stale_sparse(self.root / SPARSE_DIR, self._try_lock))
+
+    def sweep_on_first_fetch(self) -> None:
+        """Run :meth:`sweep_abandoned` once per cache handle (the first download calls it)."""
+        self._sweep_once()
 
     def staging_dir(self) -> Path:
         """A fresh folder on the cache's filesystem for one operation's temporary files."""
@@ -230,10 +258,12 @@ class ObjectCache:
             if path is not None:
                 return path
 
-            def attempt() -> Path:
-                return self._download_once(digest, fill)
+            return self.fill_locked(digest, fill, retry=retry, what=what)
 
-            return retry.run(attempt, what=what)
+    def fill_locked(self, digest: str, fill: Fill, *, retry: RetryPolicy, what: str) -> Path:
+        """:meth:`fetch_into` for a caller that holds :meth:`object_lock` of ``digest`` and saw
+        it absent."""
+        return retry.run(lambda: self._download_once(digest, fill), what=what)
 
     def _download_once(self, digest: str, fill: Fill) -> Path:
         tmp = self.tmp_dir() / f"{digest}.{os.getpid()}.{uuid.uuid4().hex[:8]}.part"
@@ -248,7 +278,7 @@ class ObjectCache:
                 os.close(fd)
             if got != digest:
                 parts = f" in {requests} ranged parts" if requests > 1 else ""
-                raise TransientError(
+                raise DigestMismatchError(
                     f"downloaded {size} bytes{parts} whose sha256 is {got}, not {digest} "
                     "(truncated or altered in transit); nothing was cached"
                 )
@@ -320,6 +350,37 @@ class ObjectCache:
         return self._lock(digest)
 
     @contextlib.contextmanager
+    def _try_lock(self, digest: str) -> Iterator[bool]:
+        """Hold the lock of ``digest``'s stripe if it is free now (yields whether it is held;
+        False where locks are unsupported or the folder is gone: the caller then leaves the
+        object alone)."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield False
+            return
+        try:
+            (self.root / "locks").mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / "locks" / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT,
+                         0o666)
+        except OSError:
+            yield False
+            return
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                with contextlib.suppress(OSError):
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
     def _lock(self, digest: str) -> Iterator[None]:
         """Hold the advisory lock of ``digest``'s stripe (best effort: none where unsupported)."""
         try:
@@ -381,10 +442,11 @@ class MetadataCache:
         self.cache.write_pointer(self._pointer(space, name), digest)
 
 
-def _sweep_stale_parts(tmp: Path) -> None:
+def _sweep_stale_parts(tmp: Path) -> int:
     """Remove downloads left by killed processes: a ``.part`` untouched for a day, or for a
     minute when the process named in it (``DIGEST.PID.RANDOM.part``) no longer runs here."""
     now = time.time()
+    swept = 0
     with contextlib.suppress(OSError):
         for entry in os.scandir(tmp):
             if entry.name.endswith(".part"):
@@ -393,6 +455,49 @@ def _sweep_stale_parts(tmp: Path) -> None:
                     if age > STALE_PART_S or (age > DEAD_WRITER_PART_S
                                               and not _writer_alive(entry.name)):
                         os.unlink(entry.path)
+                        swept += 1
+    return swept
+
+
+def _sweep_stale_sparse(sparse: Path,
+                        try_lock: Callable[[str], contextlib.AbstractContextManager[bool]]) -> int:
+    """Remove sparse downloads (data file and record) untouched for :data:`STALE_PART_S` whose
+    object lock is free; names that are not a digest (with or without the record's suffix) are
+    left alone."""
+    try:
+        names = os.listdir(sparse)
+    except OSError:
+        return 0
+    digests = sorted({n.removesuffix(BLOCKS_SUFFIX) for n in names
+                      if is_digest(n.removesuffix(BLOCKS_SUFFIX))})
+    swept = 0
+    for digest in digests:
+        files = [sparse / digest, sparse / f"{digest}{BLOCKS_SUFFIX}"]
+        if not _untouched_for(files, STALE_PART_S):
+            continue
+        with try_lock(digest) as held:
+            # Checked again under the lock: a fetch may have resumed it meanwhile.
+            if not held or not _untouched_for(files, STALE_PART_S):
+                continue
+            for path in files:
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    swept += 1
+    return swept
+
+
+def _untouched_for(paths: list[Path], age_s: float) -> bool:
+    """True when none of the existing ``paths`` was modified in the last ``age_s`` seconds."""
+    now = time.time()
+    for path in paths:
+        try:
+            if now - path.stat().st_mtime <= age_s:
+                return False
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return False
+    return True
 
 
 def _writer_alive(part_name: str) -> bool:

@@ -35,6 +35,7 @@ from rayform.storage._retry import TransientError
 
 DEFAULT_PART_BYTES = 8 << 20
 DEFAULT_CONNECTIONS = 4
+DEFAULT_BLOCKS_FROM_BYTES = 4 * DEFAULT_PART_BYTES
 READ_BACK_BYTES = 1 << 20
 _CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+)$")
 
@@ -48,10 +49,14 @@ class PartPlan:
     Attributes:
         part_bytes: bytes per request (an object no larger is fetched with one request).
         connections: requests of one object in flight at once.
+        blocks_from_bytes: an object with block hashes is fetched block by block from this size
+            on (resumable, never hashed whole); a smaller one is fetched and hashed whole, which
+            spares the request for its block-hash object (:mod:`rayform.storage._sparse`).
     """
 
     part_bytes: int = DEFAULT_PART_BYTES
     connections: int = DEFAULT_CONNECTIONS
+    blocks_from_bytes: int = field(default_factory=lambda: DEFAULT_BLOCKS_FROM_BYTES)
 
     def __post_init__(self) -> None:
         if not isinstance(self.part_bytes, int) or self.part_bytes < 1:
@@ -60,6 +65,9 @@ class PartPlan:
         if not isinstance(self.connections, int) or self.connections < 1:
             raise ConfigError(f"PartPlan.connections must be an integer >= 1, got "
                               f"{self.connections!r}")
+        if not isinstance(self.blocks_from_bytes, int) or self.blocks_from_bytes < 0:
+            raise ConfigError(f"PartPlan.blocks_from_bytes must be an integer >= 0, got "
+                              f"{self.blocks_from_bytes!r}")
 
 
 @dataclass(slots=True, kw_only=True)
@@ -174,8 +182,9 @@ class HashFront:
 
 
 def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartPlan,
-                      writing: Writing) -> tuple[str, int, int]:
-    """Download ``key`` into the empty file ``fd`` (see the module docstring).
+                      writing: Writing, first: RangeReply | None = None) -> tuple[str, int, int]:
+    """Download ``key`` into the empty file ``fd`` (see the module docstring); ``first``: the
+    plain GET's reply when the caller sent it already.
 
     Returns:
         ``(sha256 hex, size in bytes, number of requests)`` of what was written.
@@ -188,7 +197,8 @@ def download_in_parts(transport: RangedSource, key: str, fd: int, *, plan: PartP
     front = HashFront(fd)
     # A plain GET first: an object no larger than a part costs what it always did, and a
     # larger one's first part streams while the others are asked for.
-    first = transport.open_range(key, 0, None)
+    if first is None:
+        first = transport.open_range(key, 0, None)
     total = first.total_bytes
     if (total is None or total <= plan.part_bytes or plan.connections < 2
             or not first.accepts_ranges):

@@ -4,10 +4,13 @@ A :class:`RemoteStore` adds to a :class:`Transport` (the protocol: S3 or HTTPS) 
 share: the local content-addressed cache (data objects are fetched on demand, verified, and read
 from disk afterwards), retries with backoff, offline mode (``RAYFORM_OFFLINE=1``), and metadata
 caching. An object whose block hashes the metadata names (:meth:`RemoteStore.note_block_hashes`)
-is fetched as ranged reads verified block by block (:mod:`rayform.storage._sparse`); any other
-is fetched and hashed whole. Snapshot and slice files are immutable, so once cached they are never
-fetched again; ``catalog.json``, entry files and listings are fetched on every open while online,
-and the last copy seen serves offline use.
+is fetched as ranged reads verified block by block (:mod:`rayform.storage._sparse`) when it is
+large (:attr:`PartPlan.blocks_from_bytes`, told by the reply to its first GET); a smaller one, and
+any other object, is fetched and hashed whole. Snapshot and slice files are immutable, so once
+cached they are never fetched again; ``catalog.json``, entry files and listings are fetched on
+every open while online, and the last copy seen serves offline use. ``catalog.json`` is fetched
+once per store: the store's cache namespace is that copy's hash, so the store trusts it for its
+life; a new store (every ``Catalog.open``) fetches it afresh.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import io
 import re
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 
@@ -32,13 +35,25 @@ from rayform.errors import (
     RemoteError,
 )
 from rayform.storage._block_hashes import BlockHashes
-from rayform.storage._cache import MetadataCache, ObjectCache, Sink, is_offline
+from rayform.storage._cache import (
+    DigestMismatchError,
+    MetadataCache,
+    ObjectCache,
+    Sink,
+    is_offline,
+)
 from rayform.storage._early import EarlyReads
 from rayform.storage._inventory import ListedKey, StoredObject
 from rayform.storage._parts import PartPlan, RangeReply, download_in_parts
 from rayform.storage._prefetch import ObjectPrefetcher
 from rayform.storage._retry import RetryPolicy
-from rayform.storage._sparse import BlockMismatchError, fetch_blocks, release_thread
+from rayform.storage._sparse import (
+    BlockMismatchError,
+    fetch_blocks,
+    fetch_blocks_locked,
+    release_thread,
+    sparse_paths,
+)
 from rayform.storage._store import OBJECTS_PREFIX, Store, digest_of_key, object_key, sha256_file
 
 CATALOG_FILE = "catalog.json"
@@ -128,6 +143,7 @@ class RemoteStore(Store):
         self.parts = parts if parts is not None else PartPlan()
         self.meta = MetadataCache(self.cache, self.url)
         self._namespace: str | None = None
+        self._catalog_json: bytes | None = None  # the copy this store opened (online reads)
         self._prefetcher: ObjectPrefetcher | None = None
         self._early = EarlyReads(self._get)
         self._block_lists: dict[str, str] = {}  # object -> its block-hash object
@@ -166,11 +182,20 @@ class RemoteStore(Store):
         return f"keys@{self._namespace}"
 
     def read_bytes(self, key: str) -> bytes:
+        if key == CATALOG_FILE and self._catalog_json is not None and not self.is_offline():
+            # Read once per store: its namespace is that copy's hash. Kept on disk for offline
+            # use all the same (a cache cleaner may have removed it meanwhile).
+            if self.meta.get("keys", key) != self._catalog_json:
+                self._remember("keys", key, self._catalog_json)
+            return self._catalog_json
         data = self._read_metadata(key)
-        if key == CATALOG_FILE and self._namespace is None:
-            # The copy that opened the catalog names its namespace: one request fewer per open,
-            # and immutable files are scoped to the catalog this store actually read.
-            self._namespace = hashlib.sha256(data).hexdigest()[:16]
+        if key == CATALOG_FILE:
+            if not self.is_offline():
+                self._catalog_json = data
+            if self._namespace is None:
+                # The copy that opened the catalog names its namespace: one request fewer per
+                # open, and immutable files are scoped to the catalog this store actually read.
+                self._namespace = hashlib.sha256(data).hexdigest()[:16]
         return data
 
     def _read_metadata(self, key: str) -> bytes:
@@ -199,7 +224,8 @@ class RemoteStore(Store):
         if self.is_offline():
             return
         self._early.start(k for k in keys
-                          if not (is_immutable_key(k) and self.meta.has_in_any_space(k)))
+                          if not (k == CATALOG_FILE and self._catalog_json is not None)
+                          and not (is_immutable_key(k) and self.meta.has_in_any_space(k)))
 
     def _remember(self, space: str, key: str, data: bytes) -> None:
         """Cache a metadata file for offline use; a cache folder deleted meanwhile is recreated
@@ -376,30 +402,84 @@ class RemoteStore(Store):
         key = object_key(digest)
         what = f"download {self.url}/{key}"
         blocks = self._block_lists.get(digest)
-        if blocks is not None and self.transport.ranged:
-            hashes = self._hashes_soon(blocks)
-            try:
-                path = fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
-                                    plan=self.parts, retry=self.retry, what=what)
-                self._block_hashes.pop(blocks, None)  # needed again only to fetch it again
-                return path
-            except RemoteError as err:
-                if isinstance(err.__cause__, BlockMismatchError):
-                    raise IntegrityError(
-                        f"object {digest} of catalog {self.url} does not match the block hashes "
-                        f"its metadata names ({object_key(blocks)}): {err.__cause__}; no byte of "
-                        "it was used. The object was altered on the server (or every attempt "
-                        "was corrupted in transit): restore it from a good copy; `rayform check "
-                        f"{self.url}` lists damaged objects"
-                    ) from err
-                raise
         if not self.transport.ranged:
             return self.cache.fetch(digest, lambda sink: self.transport.download(key, sink),
                                     retry=self.retry, what=what)
-        return self.cache.fetch_into(
-            digest, lambda fd: download_in_parts(self.transport, key, fd, plan=self.parts,
-                                                 writing=self.cache.writing),
-            retry=self.retry, what=what)
+        if blocks is None:
+            return self.cache.fetch_into(digest, self._whole_fill(key, None), retry=self.retry,
+                                         what=what)
+        if self.parts.blocks_from_bytes <= 0:
+            return self._fetch_blocks(digest, blocks, key, what, first=None)
+        path = self.cache.cached(digest)
+        if path is not None:
+            return path
+        self.cache.sweep_on_first_fetch()  # before taking the lock: the sweep skips locked ones
+        with self.cache.object_lock(digest):  # one request for the object, even when raced
+            path = self.cache.cached(digest)
+            if path is not None:
+                return path
+            first = None
+            if not sparse_paths(self.cache, digest)[1].exists():
+                # Nothing to resume: the reply to a plain GET tells the size, which picks the
+                # way. A small object costs one request fetched whole; block by block, two.
+                first = self.retry.run(lambda: self.transport.open_range(key, 0, None),
+                                       what=what)
+                if (first.total_bytes is not None
+                        and first.total_bytes < self.parts.blocks_from_bytes):
+                    return self._fetch_whole(digest, blocks, key, what, first=first)
+            return self._fetch_blocks(digest, blocks, key, what, first=first, locked=True)
+
+    def _whole_fill(self, key: str, first: RangeReply | None) -> Callable[[int], tuple[str, int, int]]:
+        """A fill for :meth:`ObjectCache.fetch_into`: ``key`` in ranged parts when large, hashed
+        whole; ``first``: the reply to its plain GET, taken by the first attempt."""
+        held = [first] if first is not None else []
+
+        def fill(fd: int) -> tuple[str, int, int]:
+            return download_in_parts(self.transport, key, fd, plan=self.parts,
+                                     writing=self.cache.writing,
+                                     first=held.pop() if held else None)
+
+        return fill
+
+    def _fetch_whole(self, digest: str, blocks: str, key: str, what: str, *,
+                     first: RangeReply) -> Path:
+        """A small object with block hashes, fetched and hashed whole (object lock held)."""
+        try:
+            return self.cache.fill_locked(digest, self._whole_fill(key, first), retry=self.retry,
+                                          what=what)
+        except RemoteError as err:
+            if isinstance(err.__cause__, DigestMismatchError):
+                raise self._altered(digest, blocks, err.__cause__) from err
+            raise
+
+    def _fetch_blocks(self, digest: str, blocks: str, key: str, what: str, *,
+                      first: RangeReply | None, locked: bool = False) -> Path:
+        """A large object, fetched block by block (see :mod:`rayform.storage._sparse`);
+        ``locked``: the caller holds its object lock."""
+        hashes = self._hashes_soon(blocks)
+        try:
+            if locked:
+                path = fetch_blocks_locked(self.cache, digest, hashes.result, self.transport, key,
+                                           plan=self.parts, retry=self.retry, what=what,
+                                           first=first)
+            else:
+                path = fetch_blocks(self.cache, digest, hashes.result, self.transport, key,
+                                    plan=self.parts, retry=self.retry, what=what)
+            self._block_hashes.pop(blocks, None)  # needed again only to fetch it again
+            return path
+        except RemoteError as err:
+            if isinstance(err.__cause__, BlockMismatchError):
+                raise self._altered(digest, blocks, err.__cause__) from err
+            raise
+
+    def _altered(self, digest: str, blocks: str, cause: Exception) -> IntegrityError:
+        return IntegrityError(
+            f"object {digest} of catalog {self.url} does not match the hashes its metadata "
+            f"names (its sha256; block hashes {object_key(blocks)}): {cause}; no byte of it was "
+            "used. The object was altered on the server (or every attempt was corrupted in "
+            f"transit): restore it from a good copy; `rayform check {self.url}` lists damaged "
+            "objects"
+        )
 
     def is_cached(self, digest: str) -> bool:
         """True when ``digest`` is in the local cache (verified)."""

@@ -3,8 +3,9 @@
 For an object whose block hashes are known (:mod:`rayform.storage._block_hashes`, named by
 trusted metadata), :func:`fetch_blocks` fills the cache without ever hashing the whole object:
 
-1. a fresh fetch sends a plain GET while the block list arrives (an object no larger than
-   ``PartPlan.part_bytes`` costs one request, as when fetched whole); of a larger object it keeps
+1. a fresh fetch sends a plain GET while the block list arrives (a remote store sends it first,
+   to learn the size: an object below ``PartPlan.blocks_from_bytes`` is fetched and hashed whole
+   instead, see :mod:`rayform.storage._remote`); of a larger object it keeps
    the first part and asks for the rest, as for a resumed fetch, in ranges: the missing blocks
    coalesced (adjacent blocks in one request, at most ``PartPlan.part_bytes`` each), spread over
    ``PartPlan.connections`` requests at once;
@@ -19,7 +20,9 @@ record; the next fetch of the object asks only for the blocks not marked. A bloc
 after its verified bytes were written, and every marked block is hashed again before a fetch
 trusts the record (a machine that lost power may have kept the mark and not the bytes), so a
 partially written block is never taken for a verified one. No byte of the sparse file reaches a
-reader: readers open installed objects only, whose every block was checked.
+reader: readers open installed objects only, whose every block was checked. A sparse file nobody
+resumed for a day, and nobody is filling, is swept (:meth:`ObjectCache.sweep_abandoned`, run by
+the first fetch of each cache handle).
 
 A block that does not match raises :class:`BlockMismatchError` (retried like a truncated download:
 the link may have altered it); the store turns the last one into an
@@ -37,11 +40,10 @@ from pathlib import Path
 
 from rayform._paths import path_under
 from rayform.storage._block_hashes import BlockHashes
-from rayform.storage._cache import ObjectCache, remember_verified
+from rayform.storage._cache import BLOCKS_SUFFIX, SPARSE_DIR, ObjectCache, remember_verified
 from rayform.storage._parts import PartPlan, RangedSource, RangeReply
 from rayform.storage._retry import RetryPolicy, TransientError
 
-SPARSE_DIR = "sparse"
 VERIFIED = b"\x01"
 
 
@@ -53,7 +55,7 @@ def sparse_paths(cache: ObjectCache, digest: str) -> tuple[Path, Path]:
     """The sparse data file of ``digest`` in ``cache`` and its record of verified blocks."""
     cache.path_of(digest)  # checks that ``digest`` is one
     data = path_under(cache.root, f"{SPARSE_DIR}/{digest}", what=f"cache {cache.root}")
-    return data, data.with_name(f"{digest}.blocks")
+    return data, data.with_name(f"{digest}{BLOCKS_SUFFIX}")
 
 
 def fetch_blocks(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
@@ -71,21 +73,38 @@ def fetch_blocks(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHash
     path = cache.cached(digest)
     if path is not None:
         return path
+    cache.sweep_on_first_fetch()  # before taking the lock: the sweep skips locked objects
     with cache.object_lock(digest):
         path = cache.cached(digest)  # another process may have finished it meanwhile
         if path is not None:
             return path
-        return retry.run(lambda: _fill(cache, digest, hashes, source, key, plan=plan),
-                         what=what)
+        return fetch_blocks_locked(cache, digest, hashes, source, key, plan=plan, retry=retry,
+                                   what=what)
+
+
+def fetch_blocks_locked(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
+                        source: RangedSource, key: str, *, plan: PartPlan, retry: RetryPolicy,
+                        what: str, first: RangeReply | None = None) -> Path:
+    """:func:`fetch_blocks` for a caller that holds :meth:`ObjectCache.object_lock` of
+    ``digest`` and saw it absent (having run :meth:`ObjectCache.sweep_on_first_fetch` before)."""
+    held = [first] if first is not None else []
+    try:
+        return retry.run(lambda: _fill(cache, digest, hashes, source, key, plan=plan,
+                                       first=held.pop() if held else None), what=what)
+    finally:
+        for reply in held:
+            reply.close()
 
 
 def _fill(cache: ObjectCache, digest: str, hashes: Callable[[], BlockHashes],
-          source: RangedSource, key: str, *, plan: PartPlan) -> Path:
+          source: RangedSource, key: str, *, plan: PartPlan, first: RangeReply | None) -> Path:
     data_path, map_path = sparse_paths(cache, digest)
     what = f"GET {source.url}/{key}"
     # Nothing of it cached yet: a plain GET goes out while the block list arrives (an object
     # no larger than a part costs one request, as when it is fetched whole).
-    early = None if map_path.exists() else source.open_range(key, 0, None)
+    early = first
+    if early is None and not map_path.exists():
+        early = source.open_range(key, 0, None)
     try:
         listed = hashes()
         with cache.writing("starting a block download"):

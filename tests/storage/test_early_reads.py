@@ -64,12 +64,27 @@ def test_files_hinted_together_are_requested_at_once_and_read_without_another_re
 
 
 def test_an_early_response_serves_one_read_only(tmp_path: Path) -> None:
+    entry = "entries/robots/entry.json"
     transport = FakeTransport()
     remote = store(transport, tmp_path)
-    remote.prefetch_metadata(["catalog.json"])
+    remote.prefetch_metadata([entry])
+    assert remote.read_bytes(entry) == FILES[entry]
+    transport.files[entry] = b'{"entry": 2}'  # changed since: read again, afresh
+    assert remote.read_bytes(entry) == b'{"entry": 2}'
+    assert transport.gets[entry] == 2
+
+
+def test_catalog_json_is_fetched_once_per_store_and_afresh_by_a_new_one(tmp_path: Path) -> None:
+    """A store's cache namespace is the hash of the ``catalog.json`` it read, so it keeps that
+    copy; reopening the catalog (a new store) reads the current one."""
+    transport = FakeTransport()
+    remote = store(transport, tmp_path)
     assert remote.read_bytes("catalog.json") == FILES["catalog.json"]
-    transport.files["catalog.json"] = b'{"catalog": 2}'  # changed since: read again, afresh
-    assert remote.read_bytes("catalog.json") == b'{"catalog": 2}'
+    transport.files["catalog.json"] = b'{"catalog": 2}'
+    remote.prefetch_metadata(["catalog.json"])  # known: no request
+    assert remote.read_bytes("catalog.json") == FILES["catalog.json"]
+    assert transport.gets["catalog.json"] == 1
+    assert store(transport, tmp_path).read_bytes("catalog.json") == b'{"catalog": 2}'
     assert transport.gets["catalog.json"] == 2
 
 

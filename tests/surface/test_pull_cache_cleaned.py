@@ -107,8 +107,9 @@ def test_a_block_hash_object_removed_right_after_its_download_is_a_cache_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """The race CI once hit: a cleaner deletes the block-hash object between its verified
     download and its read. The pull names the cache; a pull after it works."""
-    from rayform.storage import _remote
+    from rayform.storage import _parts, _remote
 
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)  # these recordings are small
     slice_id = _slice(local_catalog)
     download = _remote.RemoteStore._download
     blocks_seen: list[str] = []

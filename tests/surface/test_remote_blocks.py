@@ -18,6 +18,7 @@ import rayform
 from rayform.catalog import check_catalog
 from rayform.catalog._metadata import LayerRecord
 from rayform.errors import IntegrityError, RemoteError
+from rayform.storage import _parts
 from rayform.storage._block_hashes import BLOCK_BYTES, BlockHashes, hash_blocks
 from rayform.storage._cache import ObjectCache
 from rayform.storage._parts import PartPlan
@@ -44,6 +45,13 @@ def write_recordings(src: Path, count: int = 2) -> list[Path]:
                             values=rng.normal(size=(FRAMES, 7)))
         paths.append(path)
     return paths
+
+
+@pytest.fixture(autouse=True)
+def blocks_however_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These recordings are a few blocks: read them block by block all the same (by default an
+    object that small is fetched and hashed whole)."""
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)
 
 
 @pytest.fixture
@@ -87,11 +95,13 @@ def read_all(url: str) -> int:
 
 def store_of(url: str, cache_dir: Path, *, part_bytes: int = BLOCK_BYTES,
              connections: int = 1) -> RemoteStore:
-    """A store reading ``url`` block by block, one block per request, one request at a time."""
+    """A store reading ``url`` block by block (however small its objects), one block per request,
+    one request at a time."""
     store = rayform.Catalog.open(url).store
     assert isinstance(store, RemoteStore)
     store = RemoteStore(store.transport, cache=ObjectCache(cache_dir), retry=store.retry,
-                        parts=PartPlan(part_bytes=part_bytes, connections=connections))
+                        parts=PartPlan(part_bytes=part_bytes, connections=connections,
+                                       blocks_from_bytes=0))
     store.note_block_hashes({layer.object: layer.block_hashes for layer in layers(url)
                              if layer.block_hashes is not None})
     return store
@@ -261,7 +271,8 @@ from rayform.storage._remote import RemoteStore
 url, cache_dir, digest, blocks = sys.argv[1:5]
 store = rayform.Catalog.open(url).store
 store = RemoteStore(store.transport, cache=ObjectCache(__import__("pathlib").Path(cache_dir)),
-                    retry=store.retry, parts=PartPlan(part_bytes=128 << 10, connections=1))
+                    retry=store.retry, parts=PartPlan(part_bytes=128 << 10, connections=1,
+                                                      blocks_from_bytes=0))
 store.note_block_hashes({digest: blocks})
 real = _sparse._SparseFile.commit
 
@@ -324,3 +335,29 @@ def test_check_verifies_and_gc_keeps_the_block_hash_objects(site: Path) -> None:
     report = check_catalog(root)
     assert not report.ok
     assert any(damaged in p.where for p in report.problems), report.summary()
+
+
+def test_an_object_below_the_block_size_bound_is_fetched_whole_and_verified(
+        served: tuple[str, ServerLog], site: Path, cache_dir: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default a recording this small is one plain GET, hashed whole: its block-hash object
+    is never requested (one request per recording, not two), and an altered byte is still an
+    :class:`IntegrityError` with nothing cached."""
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 1 << 30)
+    monkeypatch.setenv("RAYFORM_REMOTE_ATTEMPTS", "2")
+    url, log = served
+    good, bad = layers(url)
+    assert good.block_hashes is not None and bad.block_hashes is not None
+    flip_byte(site / "cat", bad.object, bad.size_bytes // 2)
+    with pytest.raises(IntegrityError, match=bad.object) as err:
+        read_all(url)
+    assert "sha256" in str(err.value)
+    cache = ObjectCache(cache_dir)
+    assert not cache.path_of(bad.object).exists()
+    assert not any(p.exists() for p in sparse_paths(cache, bad.object))
+    path = cache.cached(good.object)  # read before the bad one, or fetched ahead of it
+    if path is None:
+        path = store_of(url, cache_dir).object_path(good.object)
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == good.object
+    assert log.gets_of(bad.block_hashes) == 0 and log.gets_of(good.block_hashes) == 0
+    assert log.ranges == []  # whole objects, one plain GET each attempt

@@ -4,6 +4,7 @@ slice costs as few metadata round trips as it can."""
 from __future__ import annotations
 
 import hashlib
+import pickle
 import time
 from pathlib import Path
 
@@ -124,9 +125,9 @@ def test_opening_a_remote_slice_fetches_catalog_json_once_per_catalog(
     assert not any("/versions/000000000002" in p for p in https_catalog.log.gets)
     catalog_gets = [p for p in https_catalog.log.gets if p.endswith("/catalog.json")]
     version_lists = [p for p in https_catalog.log.gets if "/versions/.listing" in p]
-    # the client's catalog and the view's (one each); the pinned snapshot is read, the newer
-    # ones are neither listed nor loaded
-    assert len(catalog_gets) == 2
+    # the client's catalog, whose store the slice's view reuses; the pinned snapshot is read,
+    # the newer ones are neither listed nor loaded
+    assert len(catalog_gets) == 1
     assert version_lists == []
 
 
@@ -163,10 +164,12 @@ def test_an_iterable_pass_reads_its_segments_ahead_in_block_order(
 def test_a_remote_episode_dataset_starts_downloading_before_it_reads_the_catalog(
         https_catalog: Https, local_catalog: rayform.Catalog) -> None:
     """The slice names its objects: their downloads need not wait for ``catalog.json`` (one
-    round trip less before the first batch). Shown by a catalog whose ``catalog.json`` is gone
-    once the slice is read: the dataset fails, but its objects were already on their way."""
+    round trip less before the first batch). Shown by a slice read from a store of its own
+    (unpickled) whose ``catalog.json`` is gone: the dataset fails, but its objects were already
+    on their way."""
     made = rayform.Client(local_catalog).slices.create("robots")
-    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    remote = pickle.loads(pickle.dumps(rayform.Client(https_catalog.url).slices.get(made.id)))
+    assert remote.store is None and remote.segments == made.segments
     (Path(local_catalog.url) / "catalog.json").unlink()
     with pytest.raises(rayform.errors.CatalogNotFoundError, match=r"catalog\.json"):
         rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
@@ -184,4 +187,23 @@ def test_a_remote_episode_dataset_reads_each_metadata_file_once(
     ds = rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15)
     assert len(ds) > 0
     metadata = [p for p in https_catalog.log.gets[before:] if "/objects/" not in p]
-    assert sorted(p.rsplit("/cat/", 1)[1] for p in metadata) == sorted(remote.metadata_keys())
+    # catalog.json too, but the client's store that read the slice has it already
+    assert sorted(p.rsplit("/cat/", 1)[1] for p in metadata) == sorted(
+        k for k in remote.metadata_keys() if k != "catalog.json")
+
+
+def test_a_cold_remote_epoch_requests_catalog_json_once(
+        https_catalog: Https, local_catalog: rayform.Catalog) -> None:
+    """Client, slice, dataset and its first batch read ``catalog.json`` once: the slice's view
+    reuses the store that read the slice. The samples are the local catalog's."""
+    made = rayform.Client(local_catalog).slices.create("robots")
+    remote = rayform.Client(https_catalog.url).slices.get(made.id)
+    ds = rayform.torch.EpisodeDataset(remote, obs=["joints/position"], fps=15, seed=None)
+    got = ds.__getitems__(list(range(len(ds))))
+    assert [p for p in https_catalog.log.gets if p.endswith("/catalog.json")] == [
+        "/cat/catalog.json"]
+    local = rayform.torch.EpisodeDataset(made, obs=["joints/position"], fps=15, seed=None)
+    want = local.__getitems__(list(range(len(local))))
+    assert len(got) == len(want) > 0
+    for a, b in zip(got, want, strict=True):
+        assert torch.equal(a["joints/position"], b["joints/position"])
