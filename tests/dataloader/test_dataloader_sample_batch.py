@@ -147,18 +147,16 @@ def episode_slice(tmp_path: Path) -> Any:
     return rayform.Client(catalog).slices.create("robots")
 
 
-@pytest.mark.parametrize("edge", ["trim", "pad"])
-def test_episode_batches_equal_default_collate(episode_slice: Any, edge: str) -> None:
+def _episodes(episode_slice: Any, edge: str) -> Any:
     from rayform.torch import EpisodeDataset
 
-    ds = EpisodeDataset(
-        episode_slice,
-        obs=["cam0/rgb", "wrist/rgb", "joints/position"],
-        action="joints/position_delta",
-        fps=15,
-        horizon=4,
-        edge=edge,
-    )
+    return EpisodeDataset(episode_slice, obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+                          action="joints/position_delta", fps=15, horizon=4, edge=edge)
+
+
+@pytest.mark.parametrize("edge", ["trim", "pad"])
+def test_episode_batches_equal_default_collate(episode_slice: Any, edge: str) -> None:
+    ds = _episodes(episode_slice, edge)
     collate = PooledBatchCollator()
     for indices in ([0, 7, 3, 11, 2], list(range(len(ds)))):
         samples = ds.__getitems__(indices)
@@ -172,16 +170,7 @@ def test_episode_batches_equal_default_collate(episode_slice: Any, edge: str) ->
 
 @pytest.mark.parametrize("edge", ["trim", "pad"])
 def test_episode_samples_shaped_as_one_batch_equal_the_per_sample_path(episode_slice: Any, edge: str) -> None:
-    from rayform.torch import EpisodeDataset
-
-    ds = EpisodeDataset(
-        episode_slice,
-        obs=["cam0/rgb", "wrist/rgb", "joints/position"],
-        action="joints/position_delta",
-        fps=15,
-        horizon=4,
-        edge=edge,
-    )
+    ds = _episodes(episode_slice, edge)
     indices = [0, 7, 3, 11, 2, len(ds) - 1]
     samples = ds.__getitems__(indices)
     raw = ds._map.__getitems__(ds.epoch_order()[np.asarray(indices)].tolist())
