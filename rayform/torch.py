@@ -431,13 +431,20 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             out[ACTION_KEY] = self._value(self._action, raw, segment)
             if self.edge == "pad":
                 out[ACTION_PAD_KEY] = raw[self._action.keys[0] + IS_PAD_SUFFIX]
-        task = raw.get(TASK_KEY) if self._task_stream else None
-        out[TASK_KEY] = task if isinstance(task, str) else self._tasks.get(segment, "")
+        out[TASK_KEY] = self._task_of(raw, segment)
         out[TIME_KEY] = torch.tensor(int(meta["index_value"]), dtype=torch.int64)
-        out[META_KEY] = {"slice": self.slice.id, "segment": segment,
-                         "segment_version": meta["segment_version"],
-                         "site": self._sites.get(segment, "")}
+        out[META_KEY] = self._meta_of(meta, segment)
         return out
+
+    def _task_of(self, raw: dict[str, Any], segment: str) -> str:
+        """A sample's task text: its task stream's value, else its segment's task."""
+        task = raw.get(TASK_KEY) if self._task_stream else None
+        return task if isinstance(task, str) else self._tasks.get(segment, "")
+
+    def _meta_of(self, meta: dict[str, Any], segment: str) -> dict[str, Any]:
+        """A sample's ``meta``: where it comes from, from the map sample's metadata."""
+        return {"slice": self.slice.id, "segment": segment,
+                "segment_version": meta["segment_version"], "site": self._sites.get(segment, "")}
 
     def _finish_batch(self, raw: SampleBatch, samples: list[dict[str, Any]]
                       ) -> dict[str, Any] | None:
@@ -483,14 +490,10 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             out[ACTION_PAD_KEY] = batch[self._action.keys[0] + IS_PAD_SUFFIX]
         metas = [sample[META_KEY] for sample in raw]
         segments = [meta["segment_id"] for meta in metas]
-        tasks: list[str] = []
-        for sample, segment in zip(raw, segments, strict=True):
-            task = sample.get(TASK_KEY) if self._task_stream else None
-            tasks.append(task if isinstance(task, str) else self._tasks.get(segment, ""))
+        tasks = [self._task_of(sample, segment)
+                 for sample, segment in zip(raw, segments, strict=True)]
         times = torch.tensor([int(meta["index_value"]) for meta in metas], dtype=torch.int64)
-        sample_metas = [{"slice": self.slice.id, "segment": segment,
-                         "segment_version": meta["segment_version"],
-                         "site": self._sites.get(segment, "")}
+        sample_metas = [self._meta_of(meta, segment)
                         for meta, segment in zip(metas, segments, strict=True)]
         columns = [(key, value.unbind(0)) for key, value in out.items()]
         samples = []

@@ -161,13 +161,8 @@ class ObjectCache:
         path = self.root / "tmp"
         with self.writing("creating the download folder"):
             path.mkdir(parents=True, exist_ok=True)
-        self._sweep_once()
+        self.sweep_on_first_fetch()
         return path
-
-    def _sweep_once(self) -> None:
-        if not self._swept:
-            self._swept = True
-            self.sweep_abandoned()
 
     def sweep_abandoned(self) -> int:
         """Remove what killed downloads left; returns how many files were removed.
@@ -182,7 +177,9 @@ class ObjectCache:
 
     def sweep_on_first_fetch(self) -> None:
         """Run :meth:`sweep_abandoned` once per cache handle (the first download calls it)."""
-        self._sweep_once()
+        if not self._swept:
+            self._swept = True
+            self.sweep_abandoned()
 
     def staging_dir(self) -> Path:
         """A fresh folder on the cache's filesystem for one operation's temporary files."""
@@ -349,6 +346,12 @@ class ObjectCache:
         """The advisory lock of ``digest``: processes of one host fetch an object once."""
         return self._lock(digest)
 
+    def _open_lock_file(self, digest: str) -> int:
+        """An open descriptor of the lock file of ``digest``'s stripe (created if missing)."""
+        locks = self.root / "locks"
+        locks.mkdir(parents=True, exist_ok=True)
+        return os.open(locks / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+
     @contextlib.contextmanager
     def _try_lock(self, digest: str) -> Iterator[bool]:
         """Hold the lock of ``digest``'s stripe if it is free now (yields whether it is held;
@@ -360,9 +363,7 @@ class ObjectCache:
             yield False
             return
         try:
-            (self.root / "locks").mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.root / "locks" / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT,
-                         0o666)
+            fd = self._open_lock_file(digest)
         except OSError:
             yield False
             return
@@ -388,10 +389,8 @@ class ObjectCache:
         except ImportError:  # pragma: no cover - Windows
             yield
             return
-        locks = self.root / "locks"
         with self.writing("creating a lock file"):
-            locks.mkdir(parents=True, exist_ok=True)
-            fd = os.open(locks / f"{digest[:3]}.lock", os.O_RDWR | os.O_CREAT, 0o666)
+            fd = self._open_lock_file(digest)
         try:
             # ENOLCK on an NFS mount without a lock manager: go on unlocked (still correct,
             # the object may just be downloaded twice).
