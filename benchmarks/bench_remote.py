@@ -43,9 +43,15 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
    the k-th batch is ready only once nearly every byte is in (of 57 blocks streaming in
    uniformly, the last lands after 57/58 of the transfer). A reader that waited per block and
    fetched each batch's blocks first would serve the first few batches earlier, each after a
-   round trip (30 ms) for ~5 ms of decoding saved. The printed ceiling is therefore
-   local / (local - local first batch + floor), to within a few batches' decoding: 0.61 for a
-   0.27 s local epoch (an idle machine), 0.81 for 0.72 s. The issue's 0.9 needs a local epoch of
+   round trip (30 ms) for ~5 ms of decoding saved. Even a reader that knew the order and fetched
+   blocks in the order of first need gains little: the first batches each need ~7.5 MB of new
+   blocks (19 ms at 400 MB/s against 5 ms of decoding). A model of the transfer (three round
+   trips, then 400 MB/s) and of the batches (the bench's layout and decode time) gives, for
+   whole objects / per block in stream order / per block in the order of need: 0.59 / 0.59 /
+   0.66 of a 0.27 s local epoch, 0.79 / 0.79 / 0.86 of a 0.72 s one. The printed ceiling is
+   therefore local / (local - local first batch + floor), to within a few batches' decoding for
+   the order the DataLoader draws: 0.61 for a 0.27 s local epoch (an idle machine), 0.81 for
+   0.72 s. The issue's 0.9 needs a local epoch of
    at least 9 x (floor - local first batch), about 1.5 s: a machine loaded enough by other work
    to slow decoding several times (the server and the proxy also use 0.1-0.15 CPU s of these 2
    cores per shaped epoch). The block-by-block path for these recordings too
