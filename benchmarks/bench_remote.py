@@ -45,10 +45,10 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
    fetched each batch's blocks first would serve the first few batches earlier, each after a
    round trip (30 ms) for ~5 ms of decoding saved. Even a reader that knew the order and fetched
    blocks in the order of first need gains little: the first batches each need ~7.5 MB of new
-   blocks (19 ms at 400 MB/s against 5 ms of decoding). A model of the transfer (three round
-   trips, then 400 MB/s) and of the batches (the bench's layout and decode time) gives, for
-   whole objects / per block in stream order / per block in the order of need: 0.59 / 0.59 /
-   0.66 of a 0.27 s local epoch, 0.79 / 0.79 / 0.86 of a 0.72 s one. The printed ceiling is
+   blocks (19 ms at 400 MB/s against 5 ms of decoding). :func:`modelled_epochs` (three round
+   trips, then 400 MB/s; the bench's layout; the run's local decode time per batch, printed)
+   gives, for whole objects / per block in the order of need: 0.62 / 0.69 of a 0.27 s local
+   epoch, 0.81 / 0.89 of a 0.72 s one. The printed ceiling is
    therefore local / (local - local first batch + floor), to within a few batches' decoding for
    the order the DataLoader draws: 0.61 for a 0.27 s local epoch (an idle machine), 0.81 for
    0.72 s. The issue's 0.9 needs a local epoch of
@@ -102,6 +102,7 @@ import rayform
 from rayform.catalog import pull_slice
 from rayform.catalog._pull import DEFAULT_WORKERS
 from rayform.storage import ObjectCache, RemoteStore, RetryPolicy
+from rayform.storage._block_hashes import BLOCK_BYTES
 from rayform.storage._parts import PartPlan
 from rayform.storage._s3 import S3Transport
 from rayform.storage._store import object_key
@@ -256,6 +257,35 @@ class Shaped:
 row = w.report
 
 
+def modelled_epochs(*, sizes: list[int], samples: int, batch: int, decode_s: float,
+                    start_s: float, rate_bytes_per_s: float) -> tuple[float, float]:
+    """Part 1b's model of a full-shuffle first epoch (seconds): whole objects (every batch once
+    all bytes are in) against per-block reads fetched in the order batches first need them (an
+    order the DataLoader does not tell). Bytes start at ``start_s`` and stream at
+    ``rate_bytes_per_s``; a sample reads the block of each camera's image at its frame (the two
+    cameras fill each recording's halves) and the last block (numeric columns); batches
+    decode in turn, ``decode_s`` each, once their blocks are in."""
+    rng = np.random.default_rng(0)
+    nblocks = [-(-size // BLOCK_BYTES) for size in sizes]
+    rec = rng.integers(0, len(sizes), samples)
+    at = rng.random(samples)  # the sample's frame, as a fraction of its recording
+    order = rng.permutation(samples)
+    need = [{(int(rec[i]), int(at[i] * (nblocks[rec[i]] // 2)) + half * (nblocks[rec[i]] // 2))
+             for i in order[first:first + batch] for half in (0, 1)}
+            | {(int(rec[i]), nblocks[rec[i]] - 1) for i in order[first:first + batch]}
+            for first in range(0, samples, batch)]
+    whole_s = start_s + sum(sizes) / rate_bytes_per_s + len(need) * decode_s
+    arrived: dict[tuple[int, int], float] = {}
+    clock = start_s
+    done = 0.0
+    for blocks in need:
+        for block in sorted(blocks - arrived.keys()):
+            clock += BLOCK_BYTES / rate_bytes_per_s
+            arrived[block] = clock
+        done = max(done, max(arrived[b] for b in blocks)) + decode_s
+    return whole_s, done
+
+
 @contextmanager
 def whole_objects() -> Iterator[None]:
     """Remote stores ignore block lists meanwhile: recordings are fetched and hashed whole."""
@@ -407,6 +437,13 @@ def main() -> int:
                       f"all recordings, so no reader beats local / (local - local first batch + "
                       f"that) = {ceiling:.2f} by more than a few batches' decoding (0.9 needs a "
                       f"local epoch >= {9 * (floor_s - got.local.first_batch_s):.2f} s)")
+                decode_s = (t_local_b - got.local.first_batch_s) / -(-n // 32)
+                whole_s, need_s = modelled_epochs(
+                    sizes=sizes, samples=n, batch=32, decode_s=decode_s,
+                    start_s=3 * S3_LIKE.latency_s, rate_bytes_per_s=AGGREGATE_MB_S * 1e6)
+                print(f"  modelled (the shape's round trips and rate, this run's local decoding): "
+                      f"whole objects {t_local_b / whole_s:.2f}, per block in the order batches "
+                      f"first need them (were it known) {t_local_b / need_s:.2f}")
                 print(f"  {len(lists)} of {len(objects)} recordings have a block-hash object "
                       f"({lists_bytes / size * 100:.3f} % of the bytes; used from "
                       f"{PartPlan().blocks_from_bytes >> 20} MiB, the largest recording is "
