@@ -37,33 +37,31 @@ Run ``python benchmarks/bench_remote.py`` (``BENCH_QUICK=1`` for a seconds-long 
    lists' share of the bytes are printed beside it.
 
    The floor bounds any reader of this epoch, not only one that opens recordings whole: the
-   ``DataLoader`` draws the order itself (the dataset sees a batch's indices only when it is
-   asked for them), and each batch of a full sample shuffle reads 64 images spread over the 296
-   blocks (128 KiB) of all recordings, about 57 distinct blocks, so whatever the download order
-   the k-th batch is ready only once nearly every byte is in (of 57 blocks streaming in
-   uniformly, the last lands after 57/58 of the transfer). A reader that waited per block and
-   fetched each batch's blocks first would serve the first few batches earlier, each after a
-   round trip (30 ms) for ~5 ms of decoding saved. Even a reader that knew the order and fetched
-   blocks in the order of first need gains little: the first batches each need ~7.5 MB of new
-   blocks (19 ms at 400 MB/s against 5 ms of decoding). :func:`modelled_epochs` (three round
-   trips, then 400 MB/s; the bench's layout; the run's local decode time per batch, printed)
-   gives, for whole objects / per block in the order of need: 0.62 / 0.69 of a 0.27 s local
-   epoch, 0.81 / 0.89 of a 0.72 s one. The printed ceiling is
-   therefore local / (local - local first batch + floor), to within a few batches' decoding for
-   the order the DataLoader draws: 0.61 for a 0.27 s local epoch (an idle machine), 0.81 for
-   0.72 s. The issue's 0.9 needs a local epoch of
-   at least 9 x (floor - local first batch), about 1.5 s: a machine loaded enough by other work
-   to slow decoding several times (the server and the proxy also use 0.1-0.15 CPU s of these 2
-   cores per shaped epoch). On this machine the server, not the shape, sets the transfer: the 8
-   recordings alone download (verified, into a fresh cache) in a median 0.21 s straight from the
-   loopback server and 0.23 s through the proxy (6 runs each, load 5-6; our process 0.09 CPU s,
-   most of it copying into the page cache and hashing), so the measured ratio sits near
-   local / (local - local first batch + 0.07 s + that). Nor do the cache's fsyncs matter:
-   skipping them (interleaved, 10 pairs, load 5-6) left the median time to the last recording
-   verified unchanged (0.34 s). The block-by-block path for these recordings too
-   (``blocks_from_bytes=0``; interleaved, 8 pairs each, load 2-3) measured a median ratio of
-   0.57 against 0.54 hashed whole, inside the run-to-run spread (0.43-0.78): the 32 MiB bound
-   stays (one request fewer per recording).
+   ``DataLoader`` draws the order itself (the dataset sees a batch's indices only when it is asked
+   for them), and each batch of a full sample shuffle reads 64 images spread over the 296 blocks
+   (128 KiB) of all recordings, about 57 distinct blocks, so whatever the download order the k-th
+   batch is ready only once nearly every byte is in (of 57 blocks streaming in uniformly, the last
+   lands after 57/58 of the transfer). A reader that waited per block and fetched each batch's
+   blocks first would serve the first few batches earlier, each after a round trip (30 ms) for ~5
+   ms of decoding saved. Even a reader that knew the order and fetched blocks in the order of first
+   need gains little: the first batches each need ~7.5 MB of new blocks (19 ms at 400 MB/s against
+   5 ms of decoding). :func:`modelled_epochs` (three round trips, then 400 MB/s; the bench's
+   layout; the run's local decode time per batch, printed) gives, for whole objects / per block in
+   the order of need: 0.62 / 0.69 of a 0.27 s local epoch, 0.81 / 0.89 of a 0.72 s one. The printed
+   ceiling is therefore local / (local - local first batch + floor), to within a few batches'
+   decoding for the order the DataLoader draws: 0.61 for a 0.27 s local epoch (an idle machine),
+   0.81 for 0.72 s. The issue's 0.9 needs a local epoch of at least 9 x (floor - local first
+   batch), about 1.5 s: a machine loaded enough by other work to slow decoding several times (the
+   server and the proxy also use 0.1-0.15 CPU s of these 2 cores per shaped epoch). On this machine
+   the server, not the shape, sets the transfer: the 8 recordings alone download (verified, into a
+   fresh cache) in a median 0.21 s straight from the loopback server and 0.23 s through the proxy
+   (6 runs each, load 5-6; our process 0.09 CPU s, most of it copying into the page cache and
+   hashing), so the measured ratio sits near local / (local - local first batch + 0.07 s + that).
+   Nor do the cache's fsyncs matter: skipping them (interleaved, 10 pairs, load 5-6) left the
+   median time to the last recording verified unchanged (0.34 s). The block-by-block path for these
+   recordings too (``blocks_from_bytes=0``; interleaved, 8 pairs each, load 2-3) measured a median
+   ratio of 0.57 against 0.54 hashed whole, inside the run-to-run spread (0.43-0.78): the 32 MiB
+   bound stays (one request fewer per recording).
    The boto3 client for the proxy's address is built before the timed epochs (a once-per-process
    cost, printed), as the first epoch of part 1 finds its client built by the registration.
 1c. Informational, no target: the first epoch through ONE link of ``SHARED_LINK_MB_S`` shared by
