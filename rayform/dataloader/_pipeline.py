@@ -255,12 +255,32 @@ class SamplePipeline:
         """Decode the samples at ``indices`` (global); one dict per index, in the same order
         (a :class:`SampleBatch`: also the batch collated without a stack).
 
+        Images are decoded channels-last (:attr:`FieldBatch.channels_last`), each at its
+        sample's row of the field's one buffer: a sample's image is a ``[C, H, W]`` view of
+        ``[H, W, C]`` memory (as torchvision's ``pil_to_tensor`` gives it) and the collated
+        batch a ``torch.channels_last`` ``[N, C, H, W]`` view of the whole buffer.
         ``decode_errors`` overrides :attr:`decode_errors` for this call.
 
         Raises:
             IndexError: an index is out of range.
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
+        columns = self._process_columns(indices, decode_errors=decode_errors)
+        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
+
+    def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
+                                  ) -> list[Sample]:
+        """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``);
+        a :class:`SampleBatch` (collated without a stack) when none failed."""
+        columns = self._process_columns(indices, decode_errors=None)
+        samples = columns.samples()
+        if not columns.failed:
+            return SampleBatch(samples, columns.collated if columns.size else None)
+        return [s for i, s in enumerate(samples) if i not in columns.failed]
+
+    def _process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
+                         decode_errors: DecodeErrorPolicy | None) -> BlockColumns:
+        """The block of :meth:`process`, held by field (images channels-last)."""
         # With decode threads, a field's decoding (images, video) starts as soon as its rows are
         # resolved, after the inline (numeric) fields': this thread then only decodes beside
         # the threads. Python work of its own meanwhile (resolving fields) would hold the GIL
@@ -271,7 +291,7 @@ class SamplePipeline:
         def start(job: FieldJob) -> None:
             assert run is not None
             if job.plan.field.decode.decode_concurrency != "inline":
-                run.add(self._job_tasks(job, n, run, {}, channels_last=False))
+                run.add(self._job_tasks(job, n, run, {}, channels_last=True))
 
         try:
             with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": n}):
@@ -281,15 +301,8 @@ class SamplePipeline:
                 run.cancel()
             raise
         with tracing_scope("rayform.decode", attributes={"rayform.num_samples": n}):
-            columns = self.decode_columns(block, decode_errors=decode_errors, started=run)
-        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
-
-    def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
-                                  ) -> list[Sample]:
-        """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``)."""
-        block = self.resolve(indices, gather=True)
-        samples, failed = self.decode_reporting(block)
-        return [s for i, s in enumerate(samples) if i not in failed]
+            return self.decode_columns(block, decode_errors=decode_errors, started=run,
+                                       channels_last=True)
 
     def missing_fields(self, indices: Sequence[int] | npt.NDArray[np.int64]
                        ) -> dict[str, npt.NDArray[np.bool_]]:

@@ -23,7 +23,9 @@ from rayform.dataloader import (
     ImageDecoder,
     NoShuffle,
     NumericDecoder,
+    PooledBatchCollator,
     RerunIterableDataset,
+    RerunMapDataset,
     SampleShuffle,
     VideoFrameDecoder,
 )
@@ -235,6 +237,34 @@ def test_batched_images_are_channels_last_unless_a_collate_fn_is_given(cams: Dat
                         decode_threads=2, collate_fn=collate))
     assert sum(len(b) for b in planar) == 2 * NUM_FRAMES
     assert all(image.is_contiguous() for image in seen)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("on_decode_error", ["raise", "skip"])
+def test_map_jpeg_batches_are_channels_last_views_of_one_buffer(cams: DatasetEntry, threads: int,
+                                                                on_decode_error: Any) -> None:
+    """The map dataset decodes a batch's JPEGs as the library writes pixels, each at its
+    sample's row of one [N, H, W, C] buffer: PooledBatchCollator's batch is that buffer seen as
+    torch.channels_last [N, C, H, W] (no stack, no planar split), each sample's image a
+    [C, H, W] view of its row, the pixels Pillow's."""
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=threads,
+                         on_decode_error=on_decode_error)
+    indices = np.random.default_rng(7).permutation(len(ds))[:9].tolist()
+    samples = ds.__getitems__(indices)
+    batch = PooledBatchCollator()(samples)
+    image = batch["image"]
+    assert image.shape == (9, 3, 12, 16) and image.is_contiguous(memory_format=torch.channels_last)
+    storage = image.untyped_storage().data_ptr()
+    for i, sample in enumerate(samples):
+        assert sample["image"].untyped_storage().data_ptr() == storage
+        assert sample["image"].stride() == (1, 16 * 3, 3)
+        assert sample["image"].data_ptr() == image[i].data_ptr()
+        pixels = decode_image(_jpeg(int(sample["step"].reshape(-1)[0])), use_simplejpeg=False)
+        assert pixels is not None
+        assert np.array_equal(image[i].numpy(), pixels.transpose(2, 0, 1))
+    assert torch.equal(torch.stack([s["image"] for s in samples]), image)  # default_collate's
+    single = ds[indices[0]]["image"]
+    assert single.stride() == (1, 16 * 3, 3) and torch.equal(single, image[0])
 
 
 def test_windowed_jpeg_batches_equal_dataloader_batching(cams: DatasetEntry) -> None:
