@@ -71,8 +71,10 @@ class PooledLeaf(NamedTuple):
 
     slot_id: int
     dtype: torch.dtype
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # as the bytes lie in the slot (C order)
     token: int
+    permute: tuple[int, ...] | None = None  # the batch tensor is the slot's view permuted so
+    # (a torch.channels_last image batch travels as the [N, H, W, C] bytes it is in memory)
 
 
 @dataclass(slots=True)
@@ -231,7 +233,9 @@ def _view(buffer: npt.NDArray[np.uint8], state: npt.NDArray[np.int64], leaf: Poo
     # The finalizer fires when the last tensor or view of this batch's array is gone.
     weakref.finalize(array, _release, state, leaf.token).atexit = False
     tensor = torch.from_numpy(array)
-    return tensor.view(leaf.dtype) if stand_in else tensor
+    if stand_in:
+        tensor = tensor.view(leaf.dtype)
+    return tensor if leaf.permute is None else tensor.permute(leaf.permute)
 
 
 _NUMPY_DTYPES: dict[torch.dtype, tuple[np.dtype[Any], bool]] = {}

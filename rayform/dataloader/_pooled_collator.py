@@ -32,6 +32,7 @@ from rayform.dataloader._batch_slots import (
     WireBatch,
     receiver_counters,
 )
+from rayform.dataloader._block_columns import inverse_order, memory_order
 from rayform.dataloader._sample_batch import SampleBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
 from rayform.decoders._yuv import Yuv420Frame
@@ -144,9 +145,15 @@ class PooledBatchCollator:
                     out.append(leaf.clone() if isinstance(leaf, torch.Tensor) else leaf)
                     continue
                 used.append(slot)
-                shape = tuple(leaf.shape)
-                slot.payload(leaf.dtype, shape).copy_(leaf)
-                out.append(_filled(slot, leaf.dtype, shape, new_slots))
+                # Copied as the bytes lie (channels-last images: one memcpy, not a transpose).
+                order = memory_order(leaf)
+                stored = leaf if order is None else leaf.permute(order)
+                if not stored.is_contiguous():
+                    order, stored = None, leaf
+                shape = tuple(stored.shape)
+                slot.payload(leaf.dtype, shape).copy_(stored)
+                out.append(_filled(slot, leaf.dtype, shape, new_slots,
+                                   None if order is None else tuple(inverse_order(order))))
         except BaseException:
             pool.release_all(used)
             raise
@@ -167,14 +174,17 @@ class PooledBatchCollator:
                     leaves.append(default_collate(values))
                     continue
                 first = tensors[0]
-                shape = (len(tensors), *first.shape)
                 slot = pool.acquire(name, len(tensors) * first.numel() * first.element_size())
                 if slot is None:
                     leaves.append(torch.stack(tensors))
                     continue
                 used.append(slot)
-                torch.stack(tensors, out=slot.payload(first.dtype, shape))
-                leaves.append(_filled(slot, first.dtype, shape, new_slots))
+                order = sample_memory_order(tensors)
+                stored = tensors if order is None else [t.permute(order) for t in tensors]
+                shape = (len(tensors), *stored[0].shape)
+                torch.stack(stored, out=slot.payload(first.dtype, shape))
+                leaves.append(_filled(slot, first.dtype, shape, new_slots,
+                                      None if order is None else batch_permutation(order)))
         except BaseException:
             pool.release_all(used)
             raise
@@ -184,13 +194,41 @@ class PooledBatchCollator:
 
 
 def _filled(slot: Slot, dtype: torch.dtype, shape: tuple[int, ...],
-            new_slots: dict[int, torch.Tensor]) -> PooledLeaf:
-    """The wire leaf of a slot just filled; its buffer goes into ``new_slots`` the first time the
-    slot is sent (the main process maps it once)."""
+            new_slots: dict[int, torch.Tensor], permute: tuple[int, ...] | None) -> PooledLeaf:
+    """The wire leaf of a slot just filled (``shape`` as its bytes lie, ``permute`` giving the
+    batch tensor); its buffer goes into ``new_slots`` the first time the slot is sent (the main
+    process maps it once)."""
     if not slot.sent:
         new_slots[slot.slot_id] = slot.buffer
         slot.sent = True
-    return PooledLeaf(slot.slot_id, dtype, shape, int(slot.state[0]))
+    return PooledLeaf(slot.slot_id, dtype, shape, int(slot.state[0]), permute)
+
+
+def sample_memory_order(tensors: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
+    """The dimensions of the samples' tensors in memory order (falling stride) when every sample
+    is dense in that order and it is not their own (``[C, H, W]`` views of ``[H, W, C]`` images:
+    ``(1, 2, 0)``), else ``None``: stacked in that order, the batch is one copy of the bytes as
+    they lie rather than a transpose (about 15x dearer), and seen as ``[N, …]`` through
+    :func:`batch_permutation` (``torch.channels_last`` for images)."""
+    first = tensors[0]
+    if first.is_contiguous():
+        return None
+    strides = first.stride()
+    order = tuple(sorted(range(first.dim()), key=lambda d: -strides[d]))
+    if order == tuple(range(first.dim())):
+        return None
+    if not all(t.stride() == strides and t.permute(order).is_contiguous() for t in tensors):
+        return None
+    return order
+
+
+def batch_permutation(order: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation from ``[N, *permuted sample]`` memory back to ``[N, *sample]`` for samples
+    stacked in :func:`sample_memory_order` ``order``."""
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return (0, *(1 + p for p in inverse))
 
 
 # ------------------------------------------------------------------------------ structure
@@ -331,13 +369,18 @@ def _as_tensors(name: str, values: list[Any]) -> list[torch.Tensor] | None:
 def _collate_plain(name: str, values: list[Any]) -> Any:
     """In the main process: batch-sized leaves are stacked into a buffer of the process's
     :data:`~rayform.decoders._buffer_pool.FRAME_POOL`, reused once the batch is dropped (a fresh
-    multi-MB tensor per step would be mapped and faulted in anew)."""
+    multi-MB tensor per step would be mapped and faulted in anew); samples are stacked in their
+    memory order (:func:`sample_memory_order`)."""
     tensors = _as_tensors(name, values)
     if tensors is None:
         return default_collate(values)
     first = tensors[0]
+    order = sample_memory_order(tensors)
+    stored = tensors if order is None else [t.permute(order) for t in tensors]
     nbytes = len(tensors) * first.numel() * first.element_size()
     if nbytes < POOLED_MIN_BYTES or first.dtype.is_complex:
-        return torch.stack(tensors)
-    out = torch.from_numpy(FRAME_POOL.take(nbytes)).view(first.dtype)
-    return torch.stack(tensors, out=out.view(len(tensors), *first.shape))
+        batch = torch.stack(stored)
+    else:
+        out = torch.from_numpy(FRAME_POOL.take(nbytes)).view(first.dtype)
+        batch = torch.stack(stored, out=out.view(len(tensors), *stored[0].shape))
+    return batch if order is None else batch.permute(batch_permutation(order))

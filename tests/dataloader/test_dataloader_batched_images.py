@@ -267,6 +267,31 @@ def test_map_jpeg_batches_are_channels_last_views_of_one_buffer(cams: DatasetEnt
     assert single.stride() == (1, 16 * 3, 3) and torch.equal(single, image[0])
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_map_jpeg_batches_keep_their_layout_through_the_collator(cams: DatasetEntry,
+                                                                 workers: int) -> None:
+    """Through PooledBatchCollator, in the main process and from workers, a map batch's images
+    stay torch.channels_last: the worker copies the [N, H, W, C] bytes as they lie into its slot
+    (no transpose), and the samples it stacks (batches without a collated form) are stacked in
+    memory order too; the values are default_collate's."""
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=1)
+    want = list(DataLoader(ds, batch_size=6))
+    collate = PooledBatchCollator()
+    loaders = [DataLoader(ds, batch_size=6, num_workers=workers, collate_fn=collate,
+                          multiprocessing_context="fork" if workers else None)]
+    # the stacking path: the samples as a plain list (no collated batch to take)
+    loaders.append(DataLoader(ds, batch_size=6, num_workers=workers,
+                              collate_fn=lambda samples: collate(list(samples)),
+                              multiprocessing_context="fork" if workers else None))
+    for loader in loaders:
+        got = list(loader)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert g["image"].is_contiguous(memory_format=torch.channels_last) or len(w["image"]) == 1
+            assert torch.equal(g["image"], w["image"]) and torch.equal(g["step"], w["step"])
+            assert w["image"].is_contiguous()  # default_collate: planar
+
+
 def test_windowed_jpeg_batches_equal_dataloader_batching(cams: DatasetEntry) -> None:
     fields = {"image": Field(CAM, ImageDecoder(), window=(-2, -1, 0)),
               "step": Field(STEP, NumericDecoder())}
