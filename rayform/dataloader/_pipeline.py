@@ -615,7 +615,7 @@ class SamplePipeline:
         threads = run.threads
         concurrency = job.plan.field.decode.decode_concurrency
         # One output buffer for the field's block, in block order, shared by its tasks.
-        arena = OutputArena(n, job.requests.sample_positions) \
+        arena = OutputArena(n, job.requests.sample_positions, key=job.plan.key) \
             if concurrency == "requests" else None
         # A whole-field decoder's share of the threads: the other blocks decode meanwhile.
         share = max(1, threads // self._concurrent_blocks) \

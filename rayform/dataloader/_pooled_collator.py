@@ -35,6 +35,7 @@ from rayform.dataloader._batch_slots import (
 from rayform.dataloader._block_columns import inverse_order, memory_order
 from rayform.dataloader._sample_batch import SampleBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
+from rayform.decoders._output_arena import set_arena_buffers
 from rayform.decoders._yuv import Yuv420Frame
 from rayform.errors import ConfigError
 
@@ -112,7 +113,9 @@ class PooledBatchCollator:
             with tracing_scope("rayform.collate", attributes={"rayform.batch_size": len(samples)}):
                 batch = samples.collated()
                 if batch is not None:
-                    return batch if get_worker_info() is None else self._pool_collated(batch)
+                    if get_worker_info() is None:
+                        return batch
+                    return self._pool_collated(batch, decode_into_slots=True)
         with tracing_scope("rayform.collate", attributes={"rayform.batch_size": len(samples)}):
             structure, names, columns = _flatten_batch(samples)
             if get_worker_info() is None:
@@ -125,13 +128,22 @@ class PooledBatchCollator:
             self._pool = SlotPool(self.slots_per_field, self.max_pool_bytes)
         return self._pool
 
-    def _pool_collated(self, batch: dict[str, Any]) -> WireBatch:
+    def _pool_collated(self, batch: dict[str, Any], *, decode_into_slots: bool = False
+                       ) -> WireBatch:
         """An already collated batch (:meth:`SampleBatch.collated`) into this worker's slots:
-        each tensor leaf copied into its slot in one ``copy_``, other leaves sent as they are."""
+        each tensor leaf copied into its slot in one ``copy_``, other leaves sent as they are.
+
+        With ``decode_into_slots`` (a map dataset's batch), the worker's next batches decode
+        their images straight into slots lent by this pool
+        (:func:`~rayform.decoders._output_arena.set_arena_buffers`): a leaf that is such a slot's
+        payload is sent as it is, with no copy."""
         names: list[str] = []
         leaves: list[Any] = []
         structure = _flatten_collated(batch, "", names, leaves)
         pool = self._worker_pool()
+        if decode_into_slots and not pool.lending:
+            pool.lending = True
+            set_arena_buffers(pool.lend)
         out: list[Any] = []
         new_slots: dict[int, torch.Tensor] = {}
         used: list[Slot] = []
@@ -140,6 +152,15 @@ class PooledBatchCollator:
                 slot = None
                 if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided \
                         and not leaf.requires_grad and leaf.device.type == "cpu":
+                    order = memory_order(leaf)
+                    stored = leaf if order is None else leaf.permute(order)
+                    lent = pool.lent_slot(leaf) if stored.is_contiguous() else None
+                    if lent is not None:  # decoded into the slot: sent as it lies
+                        used.append(lent)
+                        out.append(_filled(lent, leaf.dtype, tuple(stored.shape), new_slots,
+                                           None if order is None
+                                           else tuple(inverse_order(order))))
+                        continue
                     slot = pool.acquire(name, leaf.numel() * leaf.element_size())
                 if slot is None:
                     out.append(leaf.clone() if isinstance(leaf, torch.Tensor) else leaf)

@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import itertools
 import threading
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
+import rayform.dataloader._pooled_collator as pooled_module
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
 from rayform.dataloader import (
     BlockShuffle,
@@ -363,3 +366,55 @@ def test_two_blocks_at_once_decode_on_no_more_threads_than_asked(cams: DatasetEn
     assert len(got) == len(want) == 2 * NUM_FRAMES // 4
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g["image"], w["image"]) and torch.equal(g["step"], w["step"])
+
+
+def test_a_workers_map_batches_decode_straight_into_lent_slots(cams: DatasetEntry,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """In a worker, after its first map batch, the images of the next ones are decoded into
+    slots the collator lends the decoders, sent without a copy; the batches stay equal to
+    default_collate's, a lent slot turns free once the main process drops the batch, and one
+    whose batch was never sent once the worker drops it."""
+    from rayform.dataloader._batch_slots import FREE
+    from rayform.decoders import _output_arena as arena_module
+
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=2)
+    collator = PooledBatchCollator(slots_per_field=2)
+    monkeypatch.setattr(pooled_module, "get_worker_info", lambda: object())
+    monkeypatch.setattr(arena_module, "_arena_buffers", None)
+    indices = [[5, 1, 9, 3], [0, 2, 4, 6], [7, 8, 10, 11], [12, 13, 14, 15]]
+    # the first batch is copied into the collator's slots: nothing was lent yet
+    first = ForkingPickler.loads(ForkingPickler.dumps(collator(ds.__getitems__(indices[0]))))
+    assert "decode:image" not in collator.stats()["slots"]
+    second_samples = ds.__getitems__(indices[1])
+    pool = collator._pool
+    assert pool is not None and len(pool.slots["decode:image"]) == 1
+    lent = pool.slots["decode:image"][0]
+    copies = collator.stats()["reuses"] + collator.stats()["allocations"]
+    second = ForkingPickler.loads(ForkingPickler.dumps(collator(second_samples)))
+    assert collator.stats()["reuses"] + collator.stats()["allocations"] == copies + 1, \
+        "only the step takes a slot: the image leaf is the lent one"
+    assert second["image"].is_contiguous(memory_format=torch.channels_last)
+    _assert_same(first, default_collate(list(ds.__getitems__(indices[0]))))
+    _assert_same(second, default_collate(list(ds.__getitems__(indices[1]))))
+    gc.collect()
+    del second_samples
+    assert int(lent.state[0]) != FREE, "held by the main process"
+    del second
+    assert int(lent.state[0]) == FREE
+    unsent = ds.__getitems__(indices[2])  # decoded into a lent slot, then dropped unsent
+    busy = [s for s in pool.slots["decode:image"] if int(s.state[0]) != FREE]
+    assert len(busy) == 1
+    del unsent
+    assert int(busy[0].state[0]) == FREE
+    third = ForkingPickler.loads(ForkingPickler.dumps(collator(ds.__getitems__(indices[3]))))
+    _assert_same(third, default_collate(list(ds.__getitems__(indices[3]))))
+    gc.collect()
+    del first, third
+    assert all(int(s.state[0]) == FREE for group in pool.slots.values() for s in group)
+
+
+def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert list(got) == list(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
