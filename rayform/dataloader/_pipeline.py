@@ -282,9 +282,9 @@ class SamplePipeline:
                          decode_errors: DecodeErrorPolicy | None) -> BlockColumns:
         """The block of :meth:`process`, held by field (images channels-last)."""
         # With decode threads, a field's decoding (images, video) starts as soon as its rows are
-        # resolved, after the inline (numeric) fields': this thread then only decodes beside
-        # the threads. Python work of its own meanwhile (resolving fields) would hold the GIL
-        # that each decode thread needs between two images, stalling it.
+        # resolved, before the inline (numeric) fields' are: the decode threads then decode
+        # while this thread resolves those (holding the GIL a thread needs between two images,
+        # so that a thread finishes about one image meanwhile, rather than none).
         run = self._task_run(None) if self._pool.threads > 1 else None
         n = len(indices)
 
@@ -319,9 +319,9 @@ class SamplePipeline:
                 extents: bool = False,
                 on_job: Callable[[FieldJob], None] | None = None) -> ResolvedBlock:
         """Resolve every field's rows for ``indices`` (gather them when ``gather``; compute each
-        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields decoded inline
-        (numeric) are resolved first, then each other field, handed to ``on_job`` as soon as it
-        is (the block's jobs stay in field order)."""
+        field's :class:`FieldExtent` when ``extents``). With ``on_job``, the fields decoded on
+        the decode threads are resolved first, each handed to ``on_job`` as soon as it is, then
+        the fields decoded inline (numeric; the block's jobs stay in field order)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         seg_pos, values = self._sample_index.locate(idx)
         order = np.lexsort((values, seg_pos)).astype(np.int64)
@@ -343,7 +343,7 @@ class SamplePipeline:
         failures = FailureLog()
         tolerance = self._sample_index.tolerance_ns
         plans = self._plans if on_job is None else sorted(
-            self._plans, key=lambda p: p.field.decode.decode_concurrency != "inline")
+            self._plans, key=lambda p: p.field.decode.decode_concurrency == "inline")
         pad = self._edge == "pad"
         sorted_idx = idx[order]
         run_positions = sorted_seg[run_starts]

@@ -418,3 +418,23 @@ def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
     assert list(got) == list(want)
     for key in want:
         assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
+
+
+def test_map_batches_start_decoding_images_before_resolving_numeric_fields(
+        cams: DatasetEntry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With decode threads, a map batch's image field is resolved and handed to the threads
+    first; its numeric fields are resolved while they decode."""
+    from rayform.dataloader import _pipeline as pipeline_module
+
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=2)
+    seen: list[str] = []
+    resolve_field = pipeline_module.SamplePipeline._resolve_field
+
+    def recording(self: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(plan.key)
+        return resolve_field(self, plan, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline_module.SamplePipeline, "_resolve_field", recording)
+    batch = PooledBatchCollator()(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))
+    assert seen == ["image", "step"] and list(batch) == ["image", "step"]
+    _assert_same(batch, default_collate(list(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))))
