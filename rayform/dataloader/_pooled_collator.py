@@ -4,8 +4,10 @@ In the main process (``num_workers=0``) it collates like ``default_collate``, le
 a DataLoader worker, every numeric leaf (tensors, numpy arrays, numbers, and the planes of
 :class:`~rayform.decoders.Yuv420Frame`) is stacked straight into one of the worker's reusable
 slots (see ``_batch_slots``), so moving decoded images to the main process costs a small message
-instead of a fresh shared-memory segment per tensor. Other leaves (strings, e.g. sample metadata)
-go through ``default_collate``.
+instead of a fresh shared-memory segment per tensor; a rayform map batch's images are decoded
+straight into a slot the collator lends the decoders (no copy at all), and channels-last batches
+travel as the bytes they are in memory. Other leaves (strings, e.g. sample metadata) go through
+``default_collate``.
 
 Samples may be nested dicts, lists and tuples (collated to lists, as ``default_collate`` does);
 every sample of a batch must have the same

@@ -1,8 +1,9 @@
 """SampleBatch: a map dataset's batch of sample dicts that also carries the batch already collated.
 
 ``DataLoader(ds, batch_size=B)`` hands a map dataset's ``__getitems__`` result to its
-``collate_fn``. rayform decodes a batch field by field into one buffer per field (images straight
-into the rows of one pooled ``[B, C, H, W]`` buffer), so the collated batch already exists: each
+``collate_fn``. rayform decodes a batch field by field into one buffer per field (JPEGs straight
+into the rows of one pooled ``[B, H, W, C]`` buffer, seen as a ``torch.channels_last``
+``[B, C, H, W]`` batch), so the collated batch already exists: each
 field's tensor is a view of that buffer. :class:`SampleBatch` is a plain ``list`` of the per-sample
 dicts (any ``collate_fn`` sees what it always saw; ``default_collate`` stacks them as before) that
 also holds a function building the batch from the buffers without the stack.
