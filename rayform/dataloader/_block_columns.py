@@ -14,7 +14,7 @@ contiguous run of rows is a view of the block's tensor, any other selection one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -253,15 +253,18 @@ class BlockColumns:
         """The dict of the sample at block position ``position``."""
         return {key: _value(col, position) for key, col in self.columns.items()}
 
-    def collated(self) -> dict[str, Any] | None:
+    def collated(self, keys: Collection[str] | None = None) -> dict[str, Any] | None:
         """The whole block as ``default_collate(self.samples())`` would make it, without the
         stack: a stacked column in block order is its tensor (a view of the decode buffer), any
         other one ``index_select``; list columns go through ``default_collate``. ``None`` when a
-        sample lacks a value (``default_collate`` cannot collate ``None`` either)."""
+        sample lacks a value (``default_collate`` cannot collate ``None`` either). With
+        ``keys``, only the columns named there."""
         if not self.size:
             return None
         batch: dict[str, Any] = {}
         for key, col in self.columns.items():
+            if keys is not None and key not in keys:
+                continue
             if isinstance(col, StackedColumn):
                 if col.identity:
                     batch[key] = col.tensor

@@ -17,10 +17,12 @@ the same values, shapes and dtypes (``torch.equal``), strings as lists, numbers 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 Batch = dict[str, Any]
+Collate = Callable[[Collection[str] | None], Batch | None]
+"""Builds the collated batch (only the keys given, when given), or ``None``."""
 
 
 class SampleBatch(list[dict[str, Any]]):
@@ -29,14 +31,15 @@ class SampleBatch(list[dict[str, Any]]):
     Args:
         samples: the per-sample dicts, in batch order.
         collate: builds ``default_collate(samples)``'s result without stacking (views of the
-            decode buffers), or returns ``None`` when the samples need the stack after all;
-            ``None`` when the batch has no such form (skipped samples).
+            decode buffers), given the keys wanted (``None``: all), or returns ``None`` when the
+            samples need the stack after all; ``None`` when the batch has no such form (skipped
+            samples).
     """
 
     __slots__ = ("_collate",)
 
     def __init__(
-        self, samples: Iterable[dict[str, Any]], collate: Callable[[], Batch | None] | None = None
+        self, samples: Iterable[dict[str, Any]], collate: Collate | None = None
     ) -> None:
         super().__init__(samples)
         self._collate = collate
@@ -46,10 +49,11 @@ class SampleBatch(list[dict[str, Any]]):
         """Whether :meth:`collated` has a batch to give."""
         return self._collate is not None
 
-    def collated(self) -> Batch | None:
+    def collated(self, keys: Collection[str] | None = None) -> Batch | None:
         """The batch as ``default_collate`` would make it (tensors may be views of the decode
-        buffers), or ``None`` when it is not available."""
-        return None if self._collate is None else self._collate()
+        buffers), or ``None`` when it is not available; with ``keys``, only those keys (a caller
+        that reshapes the batch skips collating what it does not use, such as metadata)."""
+        return None if self._collate is None else self._collate(keys)
 
     def __reduce__(self) -> tuple[Any, ...]:
         # Pickled (a custom pin-memory or queue path): the samples only; the views travel as such.
