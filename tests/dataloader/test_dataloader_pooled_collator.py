@@ -226,4 +226,3 @@ def test_slots_are_made_in_shared_memory_and_start_free(monkeypatch: pytest.Monk
     assert pool is not None
     slot = pool._allocate(100)
     assert slot.buffer.is_shared() and slot.is_free and slot.capacity == 100
-
