@@ -270,9 +270,10 @@ def test_map_jpeg_batches_are_channels_last_views_of_one_buffer(cams: DatasetEnt
     assert single.stride() == (1, 16 * 3, 3) and torch.equal(single, image[0])
 
 
-@pytest.mark.parametrize("workers", [0, 2])
+@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "spawn")])
 def test_map_jpeg_batches_keep_their_layout_through_the_collator(cams: DatasetEntry,
-                                                                 workers: int) -> None:
+                                                                 workers: int,
+                                                                 context: str | None) -> None:
     """Through PooledBatchCollator, in the main process and from workers, a map batch's images
     stay torch.channels_last: the worker copies the [N, H, W, C] bytes as they lie into its slot
     (no transpose), and the samples it stacks (batches without a collated form) are stacked in
@@ -281,11 +282,11 @@ def test_map_jpeg_batches_keep_their_layout_through_the_collator(cams: DatasetEn
     want = list(DataLoader(ds, batch_size=6))
     collate = PooledBatchCollator()
     loaders = [DataLoader(ds, batch_size=6, num_workers=workers, collate_fn=collate,
-                          multiprocessing_context="fork" if workers else None)]
-    # the stacking path: the samples as a plain list (no collated batch to take)
-    loaders.append(DataLoader(ds, batch_size=6, num_workers=workers,
-                              collate_fn=lambda samples: collate(list(samples)),
-                              multiprocessing_context="fork" if workers else None))
+                          multiprocessing_context=context)]
+    if context != "spawn":  # the stacking path: the samples as a plain list (a local lambda)
+        loaders.append(DataLoader(ds, batch_size=6, num_workers=workers,
+                                  collate_fn=lambda samples: collate(list(samples)),
+                                  multiprocessing_context=context))
     for loader in loaders:
         got = list(loader)
         assert len(got) == len(want)
