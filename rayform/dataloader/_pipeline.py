@@ -282,16 +282,22 @@ class SamplePipeline:
                          decode_errors: DecodeErrorPolicy | None) -> BlockColumns:
         """The block of :meth:`process`, held by field (images channels-last)."""
         # With decode threads, a field's decoding (images, video) starts as soon as its rows are
-        # resolved, before the inline (numeric) fields' are: the decode threads then decode
-        # while this thread resolves those (holding the GIL a thread needs between two images,
-        # so that a thread finishes about one image meanwhile, rather than none).
+        # resolved, before the inline (numeric) fields' are. This thread takes the first image
+        # task itself at once: the pool's threads, woken by the tasks, need the GIL to reach
+        # their own first decode, and this thread's Python (resolving the numeric fields) would
+        # hold it; its decode releases it. The numeric fields are resolved after that task,
+        # while the threads decode.
         run = self._task_run(None) if self._pool.threads > 1 else None
         n = len(indices)
 
         def start(job: FieldJob) -> None:
             assert run is not None
-            if job.plan.field.decode.decode_concurrency != "inline":
-                run.add(self._job_tasks(job, n, run, {}, channels_last=True))
+            concurrency = job.plan.field.decode.decode_concurrency
+            if concurrency != "inline":
+                tasks = self._job_tasks(job, n, run, {}, channels_last=True)
+                run.add(tasks)
+                if concurrency == "requests" and len(tasks) > 1 and not run.pooled:
+                    run.take_one()  # decoding here lets the woken threads take the GIL
 
         try:
             with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": n}):
@@ -677,17 +683,29 @@ class TaskRun:
             self._helpers.append(self._pool.submit(self._drain))
 
     def _drain(self) -> None:
-        while not self._failed:
-            try:
-                k = self._queue.popleft()  # atomic: threads never take the same task
-            except IndexError:
-                return
-            try:
-                self._results[k] = _run_decode(*self._tasks[k])
-            except BaseException:  # no further task starts; the error is re-raised below
-                self._failed = True
-                self._queue.clear()
-                raise
+        while self.take_one():
+            pass
+
+    def take_one(self) -> bool:
+        """Run one queued task in this thread; False when none was left (or one failed).
+
+        The caller that queued a block's image tasks takes one at once, before its other
+        Python work (resolving the numeric fields): its decode releases the GIL, which the pool's
+        threads need to get from their wake-up to their own first decode.
+        """
+        if self._failed:
+            return False
+        try:
+            k = self._queue.popleft()  # atomic: threads never take the same task
+        except IndexError:
+            return False
+        try:
+            self._results[k] = _run_decode(*self._tasks[k])
+        except BaseException:  # no further task starts; the error is re-raised by finish
+            self._failed = True
+            self._queue.clear()
+            raise
+        return True
 
     def cancel(self) -> None:
         """Start no further task and wait for the running ones (their results are dropped)."""

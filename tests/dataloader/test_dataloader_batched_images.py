@@ -424,18 +424,28 @@ def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
 def test_map_batches_start_decoding_images_before_resolving_numeric_fields(
         cams: DatasetEntry, monkeypatch: pytest.MonkeyPatch) -> None:
     """With decode threads, a map batch's image field is resolved and handed to the threads
-    first; its numeric fields are resolved while they decode."""
+    first, and the calling thread decodes one of its tasks at once (releasing the GIL the woken
+    threads need); its numeric fields are resolved after that, while the threads decode."""
     from rayform.dataloader import _pipeline as pipeline_module
 
     ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=2)
+    ds.__getitems__([2, 4, 6, 8, 10, 12, 14, 16, 18])  # the pool's threads are started
     seen: list[str] = []
     resolve_field = pipeline_module.SamplePipeline._resolve_field
+    run_decode = pipeline_module._run_decode
+    caller = threading.get_ident()
 
     def recording(self: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(plan.key)
         return resolve_field(self, plan, *args, **kwargs)
 
+    def decoding(job: Any, requests: Any) -> Any:
+        if threading.get_ident() == caller:
+            seen.append(f"decode {job.plan.key} here")
+        return run_decode(job, requests)
+
     monkeypatch.setattr(pipeline_module.SamplePipeline, "_resolve_field", recording)
+    monkeypatch.setattr(pipeline_module, "_run_decode", decoding)
     batch = PooledBatchCollator()(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))
-    assert seen == ["image", "step"] and list(batch) == ["image", "step"]
+    assert seen[:3] == ["image", "decode image here", "step"] and list(batch) == ["image", "step"]
     _assert_same(batch, default_collate(list(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))))
