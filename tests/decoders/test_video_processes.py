@@ -110,6 +110,31 @@ def test_consecutive_blocks_resume_the_workers_decoders() -> None:
     assert workers.session_hits - hits == 5, "each block continues the last block's decoder"
 
 
+def test_a_call_sends_each_worker_one_message_with_all_its_jobs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many independent GOPs (a shuffled batch: a job each) and a long sequential block (cut
+    into several jobs): each worker gets the call's jobs in one message, and the frames are
+    PyAV's."""
+    _, _, reference = stream("h264", 8)
+    workers = in_processes()
+    procs = workers.process_decoder()
+    assert procs is not None
+    sent: list[int] = []
+    submit = procs.processes.submit
+
+    def counted(worker: int, tasks: Any, work: int) -> Any:
+        sent.append(worker)
+        return submit(worker, tasks, work)
+
+    monkeypatch.setattr(procs.processes, "submit", counted)
+    for targets in ([3, 60, 12, 41, 27, 50, 19, 35], list(range(2, 58))):
+        sent.clear()
+        for target, tensor in zip(targets, decode(workers, "h264", 8, targets), strict=True):
+            np.testing.assert_array_equal(hwc(tensor), reference[target])
+        assert sent and len(sent) == len(set(sent)), f"messages to workers {sent}"
+    assert workers.process_calls == 2
+
+
 def test_outputs_are_rows_of_shared_memory_and_samples_own_their_frames() -> None:
     _, _, reference = stream("h264", 8)
     workers = in_processes()
