@@ -333,7 +333,7 @@ def run_measures(verdicts: w.Verdicts, pool: Any, workload: w.Workload, source: 
                        f"{decoded / samples:.1f} frames decoded per sample")
             how += (f"; CPU per sample: loader {cpu_s * 1e3:.2f} ms, bare "
                     f"{bare_cpu_s * 1e3:.2f} ms")
-            if target is None and WORKER_PIDS:  # where the worker-process lines spend it
+            if LAST_CPU_SPLIT[1]:  # decoded in the worker processes: where the CPU went
                 how += (f" (this process {LAST_CPU_SPLIT[0] * 1e3:.2f}, decode workers "
                         f"{LAST_CPU_SPLIT[1] * 1e3:.2f})")
             pairs.append((rate, limit, how))
