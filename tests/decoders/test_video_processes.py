@@ -135,6 +135,37 @@ def test_a_call_sends_each_worker_one_message_with_all_its_jobs(
     assert workers.process_calls == 2
 
 
+def test_a_later_dataset_knows_the_streams_frame_size_without_decoding_a_keyframe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frame size the worker-process path needs before the workers write is learnt once per
+    process and segment version: a second dataset's decoder (a new one) decodes no keyframe in
+    this process to learn it, and its frames are still the reference's."""
+    import rayform.decoders._video as video_module
+
+    dataset, episodes = video_dataset(tmp_path, [40], codec="h264", gop=8)
+    probes: list[str] = []
+    open_decoder = video_module.open_decoder
+
+    def counted(codec: str, **options: Any) -> Any:
+        probes.append(codec)
+        return open_decoder(codec, **options)
+
+    for round_ in range(2):
+        decoder = in_processes()  # a new decoder each time, as a new dataset has
+        monkeypatch.setattr(video_module, "open_decoder", counted)
+        ds = RerunMapDataset(DataSource(dataset), "frame_index",
+                             {"image": Field(VIDEO_SAMPLE, decoder),
+                              "frame": Field(FRAME_NUMBER, NumericDecoder())})
+        batch = ds.__getitems__(list(range(10, 20)))
+        monkeypatch.setattr(video_module, "open_decoder", open_decoder)
+        for sample in batch:
+            frame = int(sample["frame"].reshape(-1)[-1])
+            np.testing.assert_array_equal(hwc(sample["image"]), episodes["ep0"].reference[frame])
+        assert decoder.process_calls == 1
+        assert len(probes) == (1 if round_ == 0 else 0), f"round {round_}: probes {probes}"
+        probes.clear()
+
+
 def test_outputs_are_rows_of_shared_memory_and_samples_own_their_frames() -> None:
     _, _, reference = stream("h264", 8)
     workers = in_processes()
