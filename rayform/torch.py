@@ -41,7 +41,7 @@ does not shard again.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -446,8 +446,8 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         return {"slice": self.slice.id, "segment": segment,
                 "segment_version": meta["segment_version"], "site": self._sites.get(segment, "")}
 
-    def _finish_batch(self, raw: SampleBatch, samples: list[dict[str, Any]]
-                      ) -> dict[str, Any] | None:
+    def _finish_batch(self, raw: SampleBatch, samples: list[dict[str, Any]],
+                      keys: Collection[str] | None = None) -> dict[str, Any] | None:
         """``default_collate(samples)`` built from the map batch's collated tensors (no stack of
         the images); ``None`` where the samples need per-sample work (poses, missing data)."""
         batch = raw.collated()
@@ -468,7 +468,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         small = default_collate([{k: s[k] for k in (TASK_KEY, TIME_KEY, META_KEY)}
                                  for s in samples])
         out.update(small)
-        return out
+        return out if keys is None else {k: v for k, v in out.items() if k in keys}
 
     def _finish_whole(self, raw: SampleBatch) -> SampleBatch | None:
         """The samples and their batch shaped from the map batch's collated tensors at once:
@@ -478,7 +478,11 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         entities = [*self._obs, *([self._action] if self._action is not None else [])]
         if not len(raw) or any(e.kind not in ("image", "numeric") for e in entities):
             return None
-        batch = raw.collated()
+        pad = self._action is not None and self.edge == "pad"
+        wanted = {e.keys[0] for e in entities}
+        if pad and self._action is not None:
+            wanted.add(self._action.keys[0] + IS_PAD_SUFFIX)
+        batch = raw.collated(wanted)  # the metadata and task columns are read per sample
         if batch is None or any(batch.get(e.keys[0]) is None for e in entities):
             return None
         out: dict[str, Any] = {}
@@ -486,7 +490,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             value = batch[entity.keys[0]]
             out[entity.name] = _three_channels(value) if entity.kind == "image" \
                 else value.to(torch.float32)
-        if self._action is not None and self.edge == "pad":
+        if pad and self._action is not None:
             out[ACTION_PAD_KEY] = batch[self._action.keys[0] + IS_PAD_SUFFIX]
         metas = [sample[META_KEY] for sample in raw]
         segments = [meta["segment_id"] for meta in metas]
@@ -553,8 +557,8 @@ def _first_use(index: SampleIndex, order: npt.NDArray[np.int64],
         yield from objects.get(segment_id, ())
 
 
-def _same(batch: dict[str, Any]) -> dict[str, Any]:
-    return dict(batch)
+def _same(batch: dict[str, Any], keys: Collection[str] | None = None) -> dict[str, Any]:
+    return dict(batch) if keys is None else {k: v for k, v in batch.items() if k in keys}
 
 
 def _three_channels(image: torch.Tensor) -> torch.Tensor:

@@ -23,6 +23,7 @@ every slot of a field is busy the worker falls back to PyTorch's own path for th
 from __future__ import annotations
 
 import os
+import threading
 import uuid
 import weakref
 from collections.abc import Callable
@@ -71,8 +72,10 @@ class PooledLeaf(NamedTuple):
 
     slot_id: int
     dtype: torch.dtype
-    shape: tuple[int, ...]
+    shape: tuple[int, ...]  # as the bytes lie in the slot (C order)
     token: int
+    permute: tuple[int, ...] | None = None  # the batch tensor is the slot's view permuted so
+    # (a torch.channels_last image batch travels as the [N, H, W, C] bytes it is in memory)
 
 
 @dataclass(slots=True)
@@ -100,6 +103,10 @@ class SlotPool:
     _next_id: int = 0
     _next_token: int = 0
     _retired: list[int] = field(default_factory=list)
+    lending: bool = False  # this pool's slots are the process's arena buffers (see lend)
+    # Slots lent to the decoders (see :meth:`lend`), by their payload's address.
+    _lent: dict[int, tuple[Slot, int, list[bool]]] = field(default_factory=dict)
+    _lock: threading.RLock = field(default_factory=threading.RLock)  # decode threads lend
 
     def pool_bytes(self) -> int:
         return sum(s.capacity for group in self.slots.values() for s in group)
@@ -107,6 +114,10 @@ class SlotPool:
     def acquire(self, key: str, nbytes: int) -> Slot | None:
         """A free slot of field ``key`` with room for ``nbytes`` (allocated if allowed), marked
         busy; ``None`` when the field's slots are all busy and no more may be allocated."""
+        with self._lock:
+            return self._acquire(key, nbytes)
+
+    def _acquire(self, key: str, nbytes: int) -> Slot | None:
         group = self.slots.setdefault(key, [])
         free = [s for s in group if s.is_free]
         fitting = [s for s in free if s.capacity >= nbytes]
@@ -143,6 +154,46 @@ class SlotPool:
         state[0] = FREE
         self._next_id += 1
         return Slot(slot_id=self._next_id, buffer=buffer, state=state)
+
+    def lend(self, key: str, nbytes: int) -> torch.Tensor | None:
+        """A busy slot's payload ``uint8 [nbytes]`` for a decoder to write a block into
+        (thread-safe; :func:`~rayform.decoders._output_arena.set_arena_buffers`), or ``None``
+        when the field's slots are all busy. The collator sends the slot without a copy when
+        the batch is its payload (:meth:`lent_slot`); a slot that is never sent turns free again
+        once the last tensor over the payload is gone."""
+        with self._lock:
+            slot = self.acquire(f"decode:{key}", nbytes)
+            if slot is None:
+                return None
+            token = int(slot.state[0])
+            array = slot.buffer[HEADER_BYTES:HEADER_BYTES + nbytes].numpy()
+            sent = [False]
+            self._lent[array.ctypes.data] = (slot, token, sent)
+            # Fires when the last view of the payload is gone (torch.from_numpy keeps the array).
+            weakref.finalize(array, self._returned, array.ctypes.data, slot, token, sent) \
+                .atexit = False
+            return torch.from_numpy(array)
+
+    def _returned(self, address: int, slot: Slot, token: int, sent: list[bool]) -> None:
+        with self._lock:
+            entry = self._lent.get(address)
+            if entry is not None and entry[0] is slot and entry[1] == token:
+                del self._lent[address]
+        if not sent[0] and int(slot.state[0]) == token:
+            slot.state[0] = FREE  # never sent: the worker was its only user
+
+    def lent_slot(self, tensor: torch.Tensor) -> Slot | None:
+        """The lent slot whose payload ``tensor`` is, from its first byte, marked as sent (the
+        main process frees it); ``None`` for any other tensor."""
+        with self._lock:
+            lent = self._lent.get(tensor.data_ptr())
+            if lent is None:
+                return None
+            slot, token, sent = lent
+            if sent[0] or int(slot.state[0]) != token:
+                return None
+            sent[0] = True
+            return slot
 
     def release_all(self, slots: list[Slot]) -> None:
         """Mark ``slots`` free again (a collate that failed half-way)."""
@@ -231,7 +282,9 @@ def _view(buffer: npt.NDArray[np.uint8], state: npt.NDArray[np.int64], leaf: Poo
     # The finalizer fires when the last tensor or view of this batch's array is gone.
     weakref.finalize(array, _release, state, leaf.token).atexit = False
     tensor = torch.from_numpy(array)
-    return tensor.view(leaf.dtype) if stand_in else tensor
+    if stand_in:
+        tensor = tensor.view(leaf.dtype)
+    return tensor if leaf.permute is None else tensor.permute(leaf.permute)
 
 
 _NUMPY_DTYPES: dict[torch.dtype, tuple[np.dtype[Any], bool]] = {}

@@ -14,7 +14,7 @@ contiguous run of rows is a view of the block's tensor, any other selection one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
@@ -35,10 +35,10 @@ def gather_rows(tensor: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``tensor.index_select(0, rows)`` in ``tensor``'s memory layout: rows of a channels-last
     view (``[N, C, H, W]`` over ``[N, H, W, C]`` memory) are copied as the rows they are in
     memory, not transposed into ``[N, C, H, W]`` order (about 8x dearer)."""
-    order = _memory_order(tensor)
+    order = memory_order(tensor)
     if order is None:
         return tensor.index_select(0, rows)
-    return tensor.permute(order).index_select(0, rows).permute(_inverse(order))
+    return tensor.permute(order).index_select(0, rows).permute(inverse_order(order))
 
 
 def cat_rows(parts: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -46,13 +46,13 @@ def cat_rows(parts: Sequence[torch.Tensor]) -> torch.Tensor:
     :func:`gather_rows`); a single part is returned as it is."""
     if len(parts) == 1:
         return parts[0]
-    order = _memory_order(parts[0])
-    if order is None or any(_memory_order(part) != order for part in parts[1:]):
+    order = memory_order(parts[0])
+    if order is None or any(memory_order(part) != order for part in parts[1:]):
         return torch.cat(list(parts))
-    return torch.cat([part.permute(order) for part in parts]).permute(_inverse(order))
+    return torch.cat([part.permute(order) for part in parts]).permute(inverse_order(order))
 
 
-def _memory_order(tensor: torch.Tensor) -> list[int] | None:
+def memory_order(tensor: torch.Tensor) -> list[int] | None:
     """The dimensions in memory order (rows first, then by falling stride) when that is not
     their own order, else ``None``."""
     strides = tensor.stride()
@@ -60,7 +60,7 @@ def _memory_order(tensor: torch.Tensor) -> list[int] | None:
     return None if rest == list(range(1, tensor.dim())) else [0, *rest]
 
 
-def _inverse(order: list[int]) -> list[int]:
+def inverse_order(order: list[int]) -> list[int]:
     inverse = [0] * len(order)
     for position, dim in enumerate(order):
         inverse[dim] = position
@@ -253,15 +253,18 @@ class BlockColumns:
         """The dict of the sample at block position ``position``."""
         return {key: _value(col, position) for key, col in self.columns.items()}
 
-    def collated(self) -> dict[str, Any] | None:
+    def collated(self, keys: Collection[str] | None = None) -> dict[str, Any] | None:
         """The whole block as ``default_collate(self.samples())`` would make it, without the
         stack: a stacked column in block order is its tensor (a view of the decode buffer), any
         other one ``index_select``; list columns go through ``default_collate``. ``None`` when a
-        sample lacks a value (``default_collate`` cannot collate ``None`` either)."""
+        sample lacks a value (``default_collate`` cannot collate ``None`` either). With
+        ``keys``, only the columns named there."""
         if not self.size:
             return None
         batch: dict[str, Any] = {}
         for key, col in self.columns.items():
+            if keys is not None and key not in keys:
+                continue
             if isinstance(col, StackedColumn):
                 if col.identity:
                     batch[key] = col.tensor

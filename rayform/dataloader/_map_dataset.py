@@ -53,7 +53,8 @@ class RerunMapDataset(Dataset[Sample]):
             fails still raises); or keep ``"none"`` with a warning.
 
     A sample is ``{key: Tensor | None}``: ``[D]`` / ``[T, D]`` numeric, ``uint8 [C, H, W]`` /
-    ``[T, C, H, W]`` images and video frames.
+    ``[T, C, H, W]`` images and video frames (JPEGs as views of ``[H, W, C]`` memory, as Rerun's
+    ``ImageDecoder`` gives them: see :attr:`~rayform.decoders.FieldBatch.channels_last`).
     """
 
     def __init__(self, source: DataSource, index: str, fields: Mapping[str, Field], *,

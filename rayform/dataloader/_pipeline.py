@@ -255,23 +255,49 @@ class SamplePipeline:
         """Decode the samples at ``indices`` (global); one dict per index, in the same order
         (a :class:`SampleBatch`: also the batch collated without a stack).
 
+        Images are decoded channels-last (:attr:`FieldBatch.channels_last`), each at its
+        sample's row of the field's one buffer: a sample's image is a ``[C, H, W]`` view of
+        ``[H, W, C]`` memory (as torchvision's ``pil_to_tensor`` gives it) and the collated
+        batch a ``torch.channels_last`` ``[N, C, H, W]`` view of the whole buffer.
         ``decode_errors`` overrides :attr:`decode_errors` for this call.
 
         Raises:
             IndexError: an index is out of range.
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
+        columns = self._process_columns(indices, decode_errors=decode_errors)
+        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
+
+    def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
+                                  ) -> list[Sample]:
+        """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``);
+        a :class:`SampleBatch` (collated without a stack) when none failed."""
+        columns = self._process_columns(indices, decode_errors=None)
+        samples = columns.samples()
+        if not columns.failed:
+            return SampleBatch(samples, columns.collated if columns.size else None)
+        return [s for i, s in enumerate(samples) if i not in columns.failed]
+
+    def _process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
+                         decode_errors: DecodeErrorPolicy | None) -> BlockColumns:
+        """The block of :meth:`process`, held by field (images channels-last)."""
         # With decode threads, a field's decoding (images, video) starts as soon as its rows are
-        # resolved, after the inline (numeric) fields': this thread then only decodes beside
-        # the threads. Python work of its own meanwhile (resolving fields) would hold the GIL
-        # that each decode thread needs between two images, stalling it.
+        # resolved, before the inline (numeric) fields' are. This thread takes the first image
+        # task itself at once: the pool's threads, woken by the tasks, need the GIL to reach
+        # their own first decode, and this thread's Python (resolving the numeric fields) would
+        # hold it; its decode releases it. The numeric fields are resolved after that task,
+        # while the threads decode.
         run = self._task_run(None) if self._pool.threads > 1 else None
         n = len(indices)
 
         def start(job: FieldJob) -> None:
             assert run is not None
-            if job.plan.field.decode.decode_concurrency != "inline":
-                run.add(self._job_tasks(job, n, run, {}, channels_last=False))
+            concurrency = job.plan.field.decode.decode_concurrency
+            if concurrency != "inline":
+                tasks = self._job_tasks(job, n, run, {}, channels_last=True)
+                run.add(tasks)
+                if concurrency == "requests" and len(tasks) > 1 and not run.pooled:
+                    run.take_one()  # decoding here lets the woken threads take the GIL
 
         try:
             with tracing_scope("rayform.fetch", attributes={"rayform.num_samples": n}):
@@ -281,15 +307,8 @@ class SamplePipeline:
                 run.cancel()
             raise
         with tracing_scope("rayform.decode", attributes={"rayform.num_samples": n}):
-            columns = self.decode_columns(block, decode_errors=decode_errors, started=run)
-        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
-
-    def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
-                                  ) -> list[Sample]:
-        """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``)."""
-        block = self.resolve(indices, gather=True)
-        samples, failed = self.decode_reporting(block)
-        return [s for i, s in enumerate(samples) if i not in failed]
+            return self.decode_columns(block, decode_errors=decode_errors, started=run,
+                                       channels_last=True)
 
     def missing_fields(self, indices: Sequence[int] | npt.NDArray[np.int64]
                        ) -> dict[str, npt.NDArray[np.bool_]]:
@@ -306,9 +325,9 @@ class SamplePipeline:
                 extents: bool = False,
                 on_job: Callable[[FieldJob], None] | None = None) -> ResolvedBlock:
         """Resolve every field's rows for ``indices`` (gather them when ``gather``; compute each
-        field's :class:`FieldExtent` when ``extents``). With ``on_job``, fields decoded inline
-        (numeric) are resolved first, then each other field, handed to ``on_job`` as soon as it
-        is (the block's jobs stay in field order)."""
+        field's :class:`FieldExtent` when ``extents``). With ``on_job``, the fields decoded on
+        the decode threads are resolved first, each handed to ``on_job`` as soon as it is, then
+        the fields decoded inline (numeric; the block's jobs stay in field order)."""
         idx = np.asarray(indices, dtype=np.int64).reshape(-1)
         seg_pos, values = self._sample_index.locate(idx)
         order = np.lexsort((values, seg_pos)).astype(np.int64)
@@ -330,7 +349,7 @@ class SamplePipeline:
         failures = FailureLog()
         tolerance = self._sample_index.tolerance_ns
         plans = self._plans if on_job is None else sorted(
-            self._plans, key=lambda p: p.field.decode.decode_concurrency != "inline")
+            self._plans, key=lambda p: p.field.decode.decode_concurrency == "inline")
         pad = self._edge == "pad"
         sorted_idx = idx[order]
         run_positions = sorted_seg[run_starts]
@@ -602,7 +621,7 @@ class SamplePipeline:
         threads = run.threads
         concurrency = job.plan.field.decode.decode_concurrency
         # One output buffer for the field's block, in block order, shared by its tasks.
-        arena = OutputArena(n, job.requests.sample_positions) \
+        arena = OutputArena(n, job.requests.sample_positions, key=job.plan.key) \
             if concurrency == "requests" else None
         # A whole-field decoder's share of the threads: the other blocks decode meanwhile.
         share = max(1, threads // self._concurrent_blocks) \
@@ -664,17 +683,29 @@ class TaskRun:
             self._helpers.append(self._pool.submit(self._drain))
 
     def _drain(self) -> None:
-        while not self._failed:
-            try:
-                k = self._queue.popleft()  # atomic: threads never take the same task
-            except IndexError:
-                return
-            try:
-                self._results[k] = _run_decode(*self._tasks[k])
-            except BaseException:  # no further task starts; the error is re-raised below
-                self._failed = True
-                self._queue.clear()
-                raise
+        while self.take_one():
+            pass
+
+    def take_one(self) -> bool:
+        """Run one queued task in this thread; False when none was left (or one failed).
+
+        The caller that queued a block's image tasks takes one at once, before its other
+        Python work (resolving the numeric fields): its decode releases the GIL, which the pool's
+        threads need to get from their wake-up to their own first decode.
+        """
+        if self._failed:
+            return False
+        try:
+            k = self._queue.popleft()  # atomic: threads never take the same task
+        except IndexError:
+            return False
+        try:
+            self._results[k] = _run_decode(*self._tasks[k])
+        except BaseException:  # no further task starts; the error is re-raised by finish
+            self._failed = True
+            self._queue.clear()
+            raise
+        return True
 
     def cancel(self) -> None:
         """Start no further task and wait for the running ones (their results are dropped)."""

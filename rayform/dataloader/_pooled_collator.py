@@ -4,8 +4,10 @@ In the main process (``num_workers=0``) it collates like ``default_collate``, le
 a DataLoader worker, every numeric leaf (tensors, numpy arrays, numbers, and the planes of
 :class:`~rayform.decoders.Yuv420Frame`) is stacked straight into one of the worker's reusable
 slots (see ``_batch_slots``), so moving decoded images to the main process costs a small message
-instead of a fresh shared-memory segment per tensor. Other leaves (strings, e.g. sample metadata)
-go through ``default_collate``.
+instead of a fresh shared-memory segment per tensor; a rayform map batch's images are decoded
+straight into a slot the collator lends the decoders (no copy at all), and channels-last batches
+travel as the bytes they are in memory. Other leaves (strings, e.g. sample metadata) go through
+``default_collate``.
 
 Samples may be nested dicts, lists and tuples (collated to lists, as ``default_collate`` does);
 every sample of a batch must have the same
@@ -32,8 +34,10 @@ from rayform.dataloader._batch_slots import (
     WireBatch,
     receiver_counters,
 )
+from rayform.dataloader._block_columns import inverse_order, memory_order
 from rayform.dataloader._sample_batch import SampleBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
+from rayform.decoders._output_arena import set_arena_buffers
 from rayform.decoders._yuv import Yuv420Frame
 from rayform.errors import ConfigError
 
@@ -111,7 +115,9 @@ class PooledBatchCollator:
             with tracing_scope("rayform.collate", attributes={"rayform.batch_size": len(samples)}):
                 batch = samples.collated()
                 if batch is not None:
-                    return batch if get_worker_info() is None else self._pool_collated(batch)
+                    if get_worker_info() is None:
+                        return batch
+                    return self._pool_collated(batch, decode_into_slots=True)
         with tracing_scope("rayform.collate", attributes={"rayform.batch_size": len(samples)}):
             structure, names, columns = _flatten_batch(samples)
             if get_worker_info() is None:
@@ -124,13 +130,22 @@ class PooledBatchCollator:
             self._pool = SlotPool(self.slots_per_field, self.max_pool_bytes)
         return self._pool
 
-    def _pool_collated(self, batch: dict[str, Any]) -> WireBatch:
+    def _pool_collated(self, batch: dict[str, Any], *, decode_into_slots: bool = False
+                       ) -> WireBatch:
         """An already collated batch (:meth:`SampleBatch.collated`) into this worker's slots:
-        each tensor leaf copied into its slot in one ``copy_``, other leaves sent as they are."""
+        each tensor leaf copied into its slot in one ``copy_``, other leaves sent as they are.
+
+        With ``decode_into_slots`` (a map dataset's batch), the worker's next batches decode
+        their images straight into slots lent by this pool
+        (:func:`~rayform.decoders._output_arena.set_arena_buffers`): a leaf that is such a slot's
+        payload is sent as it is, with no copy."""
         names: list[str] = []
         leaves: list[Any] = []
         structure = _flatten_collated(batch, "", names, leaves)
         pool = self._worker_pool()
+        if decode_into_slots and not pool.lending:
+            pool.lending = True
+            set_arena_buffers(pool.lend)
         out: list[Any] = []
         new_slots: dict[int, torch.Tensor] = {}
         used: list[Slot] = []
@@ -139,14 +154,29 @@ class PooledBatchCollator:
                 slot = None
                 if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided \
                         and not leaf.requires_grad and leaf.device.type == "cpu":
+                    order = memory_order(leaf)
+                    stored = leaf if order is None else leaf.permute(order)
+                    lent = pool.lent_slot(leaf) if stored.is_contiguous() else None
+                    if lent is not None:  # decoded into the slot: sent as it lies
+                        used.append(lent)
+                        out.append(_filled(lent, leaf.dtype, tuple(stored.shape), new_slots,
+                                           None if order is None
+                                           else tuple(inverse_order(order))))
+                        continue
                     slot = pool.acquire(name, leaf.numel() * leaf.element_size())
                 if slot is None:
                     out.append(leaf.clone() if isinstance(leaf, torch.Tensor) else leaf)
                     continue
                 used.append(slot)
-                shape = tuple(leaf.shape)
-                slot.payload(leaf.dtype, shape).copy_(leaf)
-                out.append(_filled(slot, leaf.dtype, shape, new_slots))
+                # Copied as the bytes lie (channels-last images: one memcpy, not a transpose).
+                order = memory_order(leaf)
+                stored = leaf if order is None else leaf.permute(order)
+                if not stored.is_contiguous():
+                    order, stored = None, leaf
+                shape = tuple(stored.shape)
+                slot.payload(leaf.dtype, shape).copy_(stored)
+                out.append(_filled(slot, leaf.dtype, shape, new_slots,
+                                   None if order is None else tuple(inverse_order(order))))
         except BaseException:
             pool.release_all(used)
             raise
@@ -167,14 +197,17 @@ class PooledBatchCollator:
                     leaves.append(default_collate(values))
                     continue
                 first = tensors[0]
-                shape = (len(tensors), *first.shape)
                 slot = pool.acquire(name, len(tensors) * first.numel() * first.element_size())
                 if slot is None:
                     leaves.append(torch.stack(tensors))
                     continue
                 used.append(slot)
-                torch.stack(tensors, out=slot.payload(first.dtype, shape))
-                leaves.append(_filled(slot, first.dtype, shape, new_slots))
+                order = sample_memory_order(tensors)
+                stored = tensors if order is None else [t.permute(order) for t in tensors]
+                shape = (len(tensors), *stored[0].shape)
+                torch.stack(stored, out=slot.payload(first.dtype, shape))
+                leaves.append(_filled(slot, first.dtype, shape, new_slots,
+                                      None if order is None else batch_permutation(order)))
         except BaseException:
             pool.release_all(used)
             raise
@@ -184,13 +217,41 @@ class PooledBatchCollator:
 
 
 def _filled(slot: Slot, dtype: torch.dtype, shape: tuple[int, ...],
-            new_slots: dict[int, torch.Tensor]) -> PooledLeaf:
-    """The wire leaf of a slot just filled; its buffer goes into ``new_slots`` the first time the
-    slot is sent (the main process maps it once)."""
+            new_slots: dict[int, torch.Tensor], permute: tuple[int, ...] | None) -> PooledLeaf:
+    """The wire leaf of a slot just filled (``shape`` as its bytes lie, ``permute`` giving the
+    batch tensor); its buffer goes into ``new_slots`` the first time the slot is sent (the main
+    process maps it once)."""
     if not slot.sent:
         new_slots[slot.slot_id] = slot.buffer
         slot.sent = True
-    return PooledLeaf(slot.slot_id, dtype, shape, int(slot.state[0]))
+    return PooledLeaf(slot.slot_id, dtype, shape, int(slot.state[0]), permute)
+
+
+def sample_memory_order(tensors: Sequence[torch.Tensor]) -> tuple[int, ...] | None:
+    """The dimensions of the samples' tensors in memory order (falling stride) when every sample
+    is dense in that order and it is not their own (``[C, H, W]`` views of ``[H, W, C]`` images:
+    ``(1, 2, 0)``), else ``None``: stacked in that order, the batch is one copy of the bytes as
+    they lie rather than a transpose (about 15x dearer), and seen as ``[N, …]`` through
+    :func:`batch_permutation` (``torch.channels_last`` for images)."""
+    first = tensors[0]
+    if first.is_contiguous():
+        return None
+    strides = first.stride()
+    order = tuple(sorted(range(first.dim()), key=lambda d: -strides[d]))
+    if order == tuple(range(first.dim())):
+        return None
+    if not all(t.stride() == strides and t.permute(order).is_contiguous() for t in tensors):
+        return None
+    return order
+
+
+def batch_permutation(order: tuple[int, ...]) -> tuple[int, ...]:
+    """The permutation from ``[N, *permuted sample]`` memory back to ``[N, *sample]`` for samples
+    stacked in :func:`sample_memory_order` ``order``."""
+    inverse = [0] * len(order)
+    for position, dim in enumerate(order):
+        inverse[dim] = position
+    return (0, *(1 + p for p in inverse))
 
 
 # ------------------------------------------------------------------------------ structure
@@ -331,13 +392,18 @@ def _as_tensors(name: str, values: list[Any]) -> list[torch.Tensor] | None:
 def _collate_plain(name: str, values: list[Any]) -> Any:
     """In the main process: batch-sized leaves are stacked into a buffer of the process's
     :data:`~rayform.decoders._buffer_pool.FRAME_POOL`, reused once the batch is dropped (a fresh
-    multi-MB tensor per step would be mapped and faulted in anew)."""
+    multi-MB tensor per step would be mapped and faulted in anew); samples are stacked in their
+    memory order (:func:`sample_memory_order`)."""
     tensors = _as_tensors(name, values)
     if tensors is None:
         return default_collate(values)
     first = tensors[0]
+    order = sample_memory_order(tensors)
+    stored = tensors if order is None else [t.permute(order) for t in tensors]
     nbytes = len(tensors) * first.numel() * first.element_size()
     if nbytes < POOLED_MIN_BYTES or first.dtype.is_complex:
-        return torch.stack(tensors)
-    out = torch.from_numpy(FRAME_POOL.take(nbytes)).view(first.dtype)
-    return torch.stack(tensors, out=out.view(len(tensors), *first.shape))
+        batch = torch.stack(stored)
+    else:
+        out = torch.from_numpy(FRAME_POOL.take(nbytes)).view(first.dtype)
+        batch = torch.stack(stored, out=out.view(len(tensors), *stored[0].shape))
+    return batch if order is None else batch.permute(batch_permutation(order))

@@ -101,8 +101,9 @@ class FieldBatch:
             own setting.
         channels_last: set by a dataset that cuts whole batches out of the decoder's
             :class:`~rayform.decoders.TensorRows` itself (``RerunIterableDataset(batch_size=…)``
-            without ``collate_fn``): an image decoder may then return ``[C, H, W]`` views of
-            interleaved ``[H, W, C]`` memory, so that a batch is ``torch.channels_last``
+            without ``collate_fn``, and the map datasets, whose batch is the block): an image
+            decoder may then return ``[C, H, W]`` views of interleaved ``[H, W, C]`` memory (what
+            Rerun's ``ImageDecoder`` returns), so that a batch is ``torch.channels_last``
             ``[N, C, H, W]`` and no planar copy is made; decoders may ignore it.
         blobs: set by the pipeline when it built ``column`` from one blob per row: row ``i``'s
             blob (``column[i][0]``) as it lies in its segment, zero-copy, so that a blob decoder

@@ -10,6 +10,12 @@ sample's row (:class:`~rayform.decoders._output_arena.OutputArena`, shared by th
 threads); each sample's tensor is a view of its slot. When every request of the call decoded, the
 result is :class:`~rayform.decoders.TensorRows` over that buffer (batching datasets cut batches
 from it without per-sample tensors: a run of consecutive samples is a view).
+
+With :attr:`FieldBatch.channels_last` (the map datasets, and the iterable one cutting its own
+batches) the buffer is ``[N, T, H, W, C]``, written as libjpeg-turbo writes pixels, and each
+result a ``[C, H, W]`` view of ``[H, W, C]`` memory, the layout Rerun's ``ImageDecoder`` returns
+(torchvision's ``pil_to_tensor`` is such a view too): the same pixel values, no planar split;
+``.contiguous()`` gives planar memory where code needs it.
 """
 
 from __future__ import annotations

@@ -8,18 +8,46 @@ request's position in the block (the order the dataset emits a block's samples i
 block's results are the rows of one tensor in block order (:class:`~rayform.decoders.TensorRows`
 with ``rows``) and a batching dataset hands out a run of consecutive samples as a view of it: no
 stacking, no gather.
+
+Inside a DataLoader worker, :class:`~rayform.dataloader.PooledBatchCollator` lends the arenas
+shared-memory slots (:func:`set_arena_buffers`): the images are then decoded straight into the
+memory the main process reads the batch from, and the collator sends the slot without a copy.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from rayform.decoders._buffer_pool import FRAME_POOL
+
+ArenaBuffers = Callable[[str, int], torch.Tensor | None]
+"""Given a field's key and a byte count, a ``uint8 [nbytes]`` buffer for its block, or ``None``
+(the arena then takes one from the frame pool)."""
+
+_arena_buffers: tuple[int, ArenaBuffers] | None = None  # (the process that set it, the source)
+
+
+def set_arena_buffers(source: ArenaBuffers | None) -> None:
+    """Where this process's arenas take their buffers first (``None``: the frame pool only);
+    a forked child does not inherit it."""
+    global _arena_buffers
+    _arena_buffers = None if source is None else (os.getpid(), source)
+
+
+def _take(key: str, nbytes: int) -> torch.Tensor:
+    source = _arena_buffers
+    if source is not None and source[0] == os.getpid():
+        lent = source[1](key, nbytes)
+        if lent is not None:
+            return lent
+    return torch.from_numpy(FRAME_POOL.take(nbytes))
 
 
 class OutputArena:
@@ -28,12 +56,15 @@ class OutputArena:
     Args:
         size: samples in the block (rows of the buffer).
         sample_positions: ``int64[N]`` the field's requests' block positions (each once).
+        key: the field's sample key (names the buffer to :func:`set_arena_buffers`' source).
     """
 
-    __slots__ = ("_buffer", "_known", "_lock", "_size")
+    __slots__ = ("_buffer", "_key", "_known", "_lock", "_size")
 
-    def __init__(self, size: int, sample_positions: npt.NDArray[np.int64]) -> None:
+    def __init__(self, size: int, sample_positions: npt.NDArray[np.int64], *,
+                 key: str = "") -> None:
         self._size = size
+        self._key = key
         self._known = np.zeros(size, dtype=np.bool_)
         self._known[sample_positions] = True
         self._lock = threading.Lock()
@@ -49,8 +80,9 @@ class OutputArena:
         another task already shaped the buffer otherwise (the caller then decodes into a buffer
         of its own). Tasks with disjoint requests write disjoint rows.
 
-        The buffer is taken from the process's frame pool on first use and goes back to it once
-        nothing references it.
+        The buffer is taken on first use from the process's arena buffer source (a worker's
+        shared-memory slots, see :func:`set_arena_buffers`) or else its frame pool, and goes
+        back once nothing references it.
         """
         if not len(sample_positions):
             return None
@@ -60,8 +92,8 @@ class OutputArena:
         with self._lock:
             if self._buffer is None:
                 row_bytes = math.prod(row_shape)
-                self._buffer = torch.from_numpy(FRAME_POOL.take(self._size * row_bytes)
-                                                .reshape(self._size, *row_shape))
+                self._buffer = _take(self._key, self._size * row_bytes).view(self._size,
+                                                                            *row_shape)
             elif tuple(self._buffer.shape[1:]) != row_shape:
                 return None
             return self._buffer, sample_positions

@@ -74,6 +74,12 @@ _KEYFRAME_COMPONENT: Final = "is_keyframe"
 JOBS_PER_THREAD: Final = 3
 # Video files kept indexed (packet table + memory map) per decoder, beyond the open sessions.
 _MIN_ASSET_CACHE: Final = 16
+# (codec, column, segment version) -> (height, width) of a packet stream's frames, shared by this
+# process's decoders: a segment version names the segment's content, so a decoder of a dataset
+# built later (or forked) does not decode a keyframe again to learn it. Bounded; an entry is
+# dropped when a worker meets frames of another size.
+_STREAM_SIZES: dict[tuple[str, str, str], tuple[int, int]] = {}
+_STREAM_SIZES_MAX: Final = 4096
 
 
 class VideoFrameDecoder(ColumnDecoder):
@@ -402,7 +408,7 @@ class VideoFrameDecoder(ColumnDecoder):
         procs = self.process_decoder()
         if procs is None or not runs or not procs.processes.usable:
             return None
-        sizes = {self._frame_size(run, packets) for run in runs}
+        sizes = {self._frame_size(run, packets, batch) for run in runs}
         if len(sizes) != 1 or None in sizes:
             return None
         height, width = next(iter(sizes))  # type: ignore[misc]
@@ -416,6 +422,9 @@ class VideoFrameDecoder(ColumnDecoder):
         if outcome is None:
             for run in runs:
                 self._frame_sizes.pop(run.segment_id, None)
+                shared = self._size_key(run.segment_id, batch)
+                if shared is not None:
+                    _STREAM_SIZES.pop(shared, None)
             return None
         failures.extend(noted)
         with self._stats_lock:
@@ -424,11 +433,18 @@ class VideoFrameDecoder(ColumnDecoder):
             self._process_calls += 1
         return slab
 
-    def _frame_size(self, run: PacketRun, packets: PacketColumn) -> tuple[int, int] | None:
-        """``(height, width)`` of a segment's frames: its first run's keyframe decoded here once
-        (the slots must exist before the workers write); ``None`` if it gives no frame. A
-        stream that changes size makes a worker report it, and the call decodes in-process."""
+    def _frame_size(self, run: PacketRun, packets: PacketColumn, batch: FieldBatch
+                    ) -> tuple[int, int] | None:
+        """``(height, width)`` of a segment's frames: known to this process already (same
+        column, same segment version: :data:`_STREAM_SIZES`), else its first run's keyframe
+        decoded here once (the slots must exist before the workers write); ``None`` if it gives
+        no frame. A stream that changes size makes a worker report it, and the call decodes
+        in-process."""
         size = self._frame_sizes.get(run.segment_id)
+        if size is not None:
+            return size
+        shared = self._size_key(run.segment_id, batch)
+        size = None if shared is None else _STREAM_SIZES.get(shared)
         if size is None:
             av = require_av()
             try:
@@ -439,8 +455,21 @@ class VideoFrameDecoder(ColumnDecoder):
                 return None
             if not frames:
                 return None
-            size = self._frame_sizes[run.segment_id] = (frames[0].height, frames[0].width)
+            size = (frames[0].height, frames[0].width)
+            if shared is not None:
+                if len(_STREAM_SIZES) >= _STREAM_SIZES_MAX:
+                    _STREAM_SIZES.clear()
+                _STREAM_SIZES[shared] = size
+        self._frame_sizes[run.segment_id] = size
         return size
+
+    def _size_key(self, segment_id: str, batch: FieldBatch) -> tuple[str, str, str] | None:
+        """The key of a segment's stream in :data:`_STREAM_SIZES`: ``None`` without a segment
+        version to name its content (a batch built by hand, not by a dataset)."""
+        if batch.open_segment is None or batch.path is None:
+            return None
+        version = getattr(batch.open_segment(segment_id), "version", None)
+        return (self.codec, batch.path, version) if isinstance(version, str) else None
 
     def _jobs(self, batch: FieldBatch) -> int:
         """Decode jobs per call: a few per thread, taken from one queue (load balancing); one

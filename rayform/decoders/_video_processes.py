@@ -260,6 +260,11 @@ class ProcessRunDecoder:
         worker died, or a frame of another size came out; nothing was reported)."""
         procs = self.processes
         load = [0] * procs.count
+        # Per worker, the call's jobs in order: one message each (a worker runs its tasks in
+        # order, so every job's runs still follow each other), not one per job: each message
+        # costs a round trip, a wake-up of the worker and of this process's thread serving it.
+        planned_by: list[list[_Planned]] = [[] for _ in range(procs.count)]
+        tasks_by: list[list[Task]] = [[] for _ in range(procs.count)]
         sent: list[tuple[int, list[_Planned], Future[list[Result]], int]] = []
         try:
             for job in jobs:
@@ -278,12 +283,20 @@ class ProcessRunDecoder:
                     continue
                 if worker is None:
                     worker = procs.least_loaded(load)
-                tasks = [self._task(p, worker, slab) for p in planned]
-                work = sum(len(p.feed) for p in planned)
-                load[worker] += work
-                sent.append((worker, planned, procs.submit(worker, tasks, work), work))
+                tasks_by[worker].extend(self._task(p, worker, slab) for p in planned)
+                planned_by[worker].extend(planned)
+                load[worker] += sum(len(p.feed) for p in planned)
+            for worker, planned in enumerate(planned_by):
+                if planned:
+                    work = load[worker]
+                    sent.append((worker, planned, procs.submit(worker, tasks_by[worker], work),
+                                 work))
         except BaseException:
             self._abandon(sent)
+            for worker, planned in enumerate(planned_by):  # planned, never sent
+                if not any(s[0] == worker for s in sent):
+                    for plan in planned:
+                        self._close(plan.session)
             raise
         return self._collect(sent, packets, slab, failures)
 

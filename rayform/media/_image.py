@@ -17,6 +17,8 @@ import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
+from rayform.media._jpeg_header import frame_header
+
 _JPEG_MAGIC = b"\xff\xd8"
 _LITTLE_ENDIAN = sys.byteorder == "little"
 _WORD_BYTES = 4  # spare bytes after an RGBX buffer (see _rgbx_words)
@@ -97,12 +99,19 @@ def decode_image_planes(data: bytes | memoryview, *, use_simplejpeg: bool = True
 def jpeg_planes_shape(data: bytes | memoryview) -> tuple[int, int, int] | None:
     """``(C, H, W)`` of a JPEG that :func:`decode_jpeg_planes_into` can decode, else ``None``.
 
-    Reads the header only (microseconds). ``None`` for other formats, CMYK JPEGs, damaged headers,
-    a big-endian machine or a missing simplejpeg: decode those with :func:`decode_image_planes`.
+    Reads the header only (microseconds), in Python for the common frames so that a decode
+    thread keeps the GIL (:mod:`rayform.media._jpeg_header`), else with simplejpeg. ``None`` for
+    other formats, CMYK JPEGs, damaged headers, a big-endian machine or a missing simplejpeg:
+    decode those with :func:`decode_image_planes`.
     """
     jpeg = _jpeg_lib()
     if jpeg is None or not _LITTLE_ENDIAN or bytes(data[:2]) != _JPEG_MAGIC:
         return None
+    header = frame_header(data)
+    if isinstance(header, tuple):
+        height, width, components = header
+        # libjpeg: one component is grey, three are YCbCr or RGB; four (CMYK, YCCK) stay Pillow's.
+        return (components, height, width) if components in (1, 3) else None
     try:
         height, width, colorspace, _ = jpeg.decode_jpeg_header(data)
     except ValueError:

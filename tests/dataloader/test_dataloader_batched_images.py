@@ -3,18 +3,21 @@
 
 from __future__ import annotations
 
+import gc
 import io
 import itertools
 import threading
 import time
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
 from PIL import Image
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
+import rayform.dataloader._pooled_collator as pooled_module
 from rayform.catalog import Catalog, DatasetEntry, RecordingWriter
 from rayform.dataloader import (
     BlockShuffle,
@@ -23,7 +26,9 @@ from rayform.dataloader import (
     ImageDecoder,
     NoShuffle,
     NumericDecoder,
+    PooledBatchCollator,
     RerunIterableDataset,
+    RerunMapDataset,
     SampleShuffle,
     VideoFrameDecoder,
 )
@@ -237,6 +242,60 @@ def test_batched_images_are_channels_last_unless_a_collate_fn_is_given(cams: Dat
     assert all(image.is_contiguous() for image in seen)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("on_decode_error", ["raise", "skip"])
+def test_map_jpeg_batches_are_channels_last_views_of_one_buffer(cams: DatasetEntry, threads: int,
+                                                                on_decode_error: Any) -> None:
+    """The map dataset decodes a batch's JPEGs as the library writes pixels, each at its
+    sample's row of one [N, H, W, C] buffer: PooledBatchCollator's batch is that buffer seen as
+    torch.channels_last [N, C, H, W] (no stack, no planar split), each sample's image a
+    [C, H, W] view of its row, the pixels Pillow's."""
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=threads,
+                         on_decode_error=on_decode_error)
+    indices = np.random.default_rng(7).permutation(len(ds))[:9].tolist()
+    samples = ds.__getitems__(indices)
+    batch = PooledBatchCollator()(samples)
+    image = batch["image"]
+    assert image.shape == (9, 3, 12, 16) and image.is_contiguous(memory_format=torch.channels_last)
+    storage = image.untyped_storage().data_ptr()
+    for i, sample in enumerate(samples):
+        assert sample["image"].untyped_storage().data_ptr() == storage
+        assert sample["image"].stride() == (1, 16 * 3, 3)
+        assert sample["image"].data_ptr() == image[i].data_ptr()
+        pixels = decode_image(_jpeg(int(sample["step"].reshape(-1)[0])), use_simplejpeg=False)
+        assert pixels is not None
+        assert np.array_equal(image[i].numpy(), pixels.transpose(2, 0, 1))
+    assert torch.equal(torch.stack([s["image"] for s in samples]), image)  # default_collate's
+    single = ds[indices[0]]["image"]
+    assert single.stride() == (1, 16 * 3, 3) and torch.equal(single, image[0])
+
+
+@pytest.mark.parametrize(("workers", "context"), [(0, None), (2, "fork"), (2, "spawn")])
+def test_map_jpeg_batches_keep_their_layout_through_the_collator(cams: DatasetEntry,
+                                                                 workers: int,
+                                                                 context: str | None) -> None:
+    """Through PooledBatchCollator, in the main process and from workers, a map batch's images
+    stay torch.channels_last: the worker copies the [N, H, W, C] bytes as they lie into its slot
+    (no transpose), and the samples it stacks (batches without a collated form) are stacked in
+    memory order too; the values are default_collate's."""
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=1)
+    want = list(DataLoader(ds, batch_size=6))
+    collate = PooledBatchCollator()
+    loaders = [DataLoader(ds, batch_size=6, num_workers=workers, collate_fn=collate,
+                          multiprocessing_context=context)]
+    if context != "spawn":  # the stacking path: the samples as a plain list (a local lambda)
+        loaders.append(DataLoader(ds, batch_size=6, num_workers=workers,
+                                  collate_fn=lambda samples: collate(list(samples)),
+                                  multiprocessing_context=context))
+    for loader in loaders:
+        got = list(loader)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            assert g["image"].is_contiguous(memory_format=torch.channels_last) or len(w["image"]) == 1
+            assert torch.equal(g["image"], w["image"]) and torch.equal(g["step"], w["step"])
+            assert w["image"].is_contiguous()  # default_collate: planar
+
+
 def test_windowed_jpeg_batches_equal_dataloader_batching(cams: DatasetEntry) -> None:
     fields = {"image": Field(CAM, ImageDecoder(), window=(-2, -1, 0)),
               "step": Field(STEP, NumericDecoder())}
@@ -308,3 +367,85 @@ def test_two_blocks_at_once_decode_on_no_more_threads_than_asked(cams: DatasetEn
     assert len(got) == len(want) == 2 * NUM_FRAMES // 4
     for g, w in zip(got, want, strict=True):
         assert torch.equal(g["image"], w["image"]) and torch.equal(g["step"], w["step"])
+
+
+def test_a_workers_map_batches_decode_straight_into_lent_slots(cams: DatasetEntry,
+                                                                monkeypatch: pytest.MonkeyPatch
+                                                                ) -> None:
+    """In a worker, after its first map batch, the images of the next ones are decoded into
+    slots the collator lends the decoders, sent without a copy; the batches stay equal to
+    default_collate's, a lent slot turns free once the main process drops the batch, and one
+    whose batch was never sent once the worker drops it."""
+    from rayform.dataloader._batch_slots import FREE
+    from rayform.decoders import _output_arena as arena_module
+
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=2)
+    collator = PooledBatchCollator(slots_per_field=2)
+    monkeypatch.setattr(pooled_module, "get_worker_info", lambda: object())
+    monkeypatch.setattr(arena_module, "_arena_buffers", None)
+    indices = [[5, 1, 9, 3], [0, 2, 4, 6], [7, 8, 10, 11], [12, 13, 14, 15]]
+    # the first batch is copied into the collator's slots: nothing was lent yet
+    first = ForkingPickler.loads(ForkingPickler.dumps(collator(ds.__getitems__(indices[0]))))
+    assert "decode:image" not in collator.stats()["slots"]
+    second_samples = ds.__getitems__(indices[1])
+    pool = collator._pool
+    assert pool is not None and len(pool.slots["decode:image"]) == 1
+    lent = pool.slots["decode:image"][0]
+    copies = collator.stats()["reuses"] + collator.stats()["allocations"]
+    second = ForkingPickler.loads(ForkingPickler.dumps(collator(second_samples)))
+    assert collator.stats()["reuses"] + collator.stats()["allocations"] == copies + 1, \
+        "only the step takes a slot: the image leaf is the lent one"
+    assert second["image"].is_contiguous(memory_format=torch.channels_last)
+    _assert_same(first, default_collate(list(ds.__getitems__(indices[0]))))
+    _assert_same(second, default_collate(list(ds.__getitems__(indices[1]))))
+    gc.collect()
+    del second_samples
+    assert int(lent.state[0]) != FREE, "held by the main process"
+    del second
+    assert int(lent.state[0]) == FREE
+    unsent = ds.__getitems__(indices[2])  # decoded into a lent slot, then dropped unsent
+    busy = [s for s in pool.slots["decode:image"] if int(s.state[0]) != FREE]
+    assert len(busy) == 1
+    del unsent
+    assert int(busy[0].state[0]) == FREE
+    third = ForkingPickler.loads(ForkingPickler.dumps(collator(ds.__getitems__(indices[3]))))
+    _assert_same(third, default_collate(list(ds.__getitems__(indices[3]))))
+    gc.collect()
+    del first, third
+    assert all(int(s.state[0]) == FREE for group in pool.slots.values() for s in group)
+
+
+def _assert_same(got: dict[str, Any], want: dict[str, Any]) -> None:
+    assert list(got) == list(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype and torch.equal(got[key], want[key]), key
+
+
+def test_map_batches_start_decoding_images_before_resolving_numeric_fields(
+        cams: DatasetEntry, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With decode threads, a map batch's image field is resolved and handed to the threads
+    first, and the calling thread decodes one of its tasks at once (releasing the GIL the woken
+    threads need); its numeric fields are resolved after that, while the threads decode."""
+    from rayform.dataloader import _pipeline as pipeline_module
+
+    ds = RerunMapDataset(DataSource(cams), "frame_index", FIELDS, decode_threads=2)
+    ds.__getitems__([2, 4, 6, 8, 10, 12, 14, 16, 18])  # the pool's threads are started
+    seen: list[str] = []
+    resolve_field = pipeline_module.SamplePipeline._resolve_field
+    run_decode = pipeline_module._run_decode
+    caller = threading.get_ident()
+
+    def recording(self: Any, plan: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(plan.key)
+        return resolve_field(self, plan, *args, **kwargs)
+
+    def decoding(job: Any, requests: Any) -> Any:
+        if threading.get_ident() == caller:
+            seen.append(f"decode {job.plan.key} here")
+        return run_decode(job, requests)
+
+    monkeypatch.setattr(pipeline_module.SamplePipeline, "_resolve_field", recording)
+    monkeypatch.setattr(pipeline_module, "_run_decode", decoding)
+    batch = PooledBatchCollator()(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))
+    assert seen[:3] == ["image", "decode image here", "step"] and list(batch) == ["image", "step"]
+    _assert_same(batch, default_collate(list(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))))

@@ -192,3 +192,19 @@ def test_episode_poses_take_the_stacking_path(episode_slice: Any) -> None:
     samples = ds.__getitems__([0, 4, 9])
     assert samples.collated() is None  # poses are converted per segment, sample by sample
     assert_same_batch(PooledBatchCollator()(samples), default_collate(list(samples)))
+
+
+def test_a_collated_batch_may_be_asked_for_some_keys_only(robots_dataset: DatasetEntry,
+                                                          episode_slice: Any) -> None:
+    """``SampleBatch.collated(keys)`` collates only those keys (EpisodeDataset reshapes the map
+    batch without collating its metadata, which it reads per sample)."""
+    fields = {"state": Field(JOINTS, NumericDecoder()), "camera": Field(CAMERA, ImageDecoder())}
+    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields, sample_metadata=True)
+    samples = ds.__getitems__([4, 0, 9])
+    whole = samples.collated()
+    part = samples.collated({"state"})
+    assert whole is not None and part is not None and list(part) == ["state"]
+    assert_same_batch(part["state"], whole["state"])
+    episodes = _episodes(episode_slice, "trim")
+    batch = episodes.__getitems__([0, 7, 3])
+    assert list(batch.collated({"action", "t_ns"}) or {}) == ["action", "t_ns"]

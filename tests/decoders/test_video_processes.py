@@ -110,6 +110,62 @@ def test_consecutive_blocks_resume_the_workers_decoders() -> None:
     assert workers.session_hits - hits == 5, "each block continues the last block's decoder"
 
 
+def test_a_call_sends_each_worker_one_message_with_all_its_jobs(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many independent GOPs (a shuffled batch: a job each) and a long sequential block (cut
+    into several jobs): each worker gets the call's jobs in one message, and the frames are
+    PyAV's."""
+    _, _, reference = stream("h264", 8)
+    workers = in_processes()
+    procs = workers.process_decoder()
+    assert procs is not None
+    sent: list[int] = []
+    submit = procs.processes.submit
+
+    def counted(worker: int, tasks: Any, work: int) -> Any:
+        sent.append(worker)
+        return submit(worker, tasks, work)
+
+    monkeypatch.setattr(procs.processes, "submit", counted)
+    for targets in ([3, 60, 12, 41, 27, 50, 19, 35], list(range(2, 58))):
+        sent.clear()
+        for target, tensor in zip(targets, decode(workers, "h264", 8, targets), strict=True):
+            np.testing.assert_array_equal(hwc(tensor), reference[target])
+        assert sent and len(sent) == len(set(sent)), f"messages to workers {sent}"
+    assert workers.process_calls == 2
+
+
+def test_a_later_dataset_knows_the_streams_frame_size_without_decoding_a_keyframe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The frame size the worker-process path needs before the workers write is learnt once per
+    process and segment version: a second dataset's decoder (a new one) decodes no keyframe in
+    this process to learn it, and its frames are still the reference's."""
+    import rayform.decoders._video as video_module
+
+    dataset, episodes = video_dataset(tmp_path, [40], codec="h264", gop=8)
+    probes: list[str] = []
+    open_decoder = video_module.open_decoder
+
+    def counted(codec: str, **options: Any) -> Any:
+        probes.append(codec)
+        return open_decoder(codec, **options)
+
+    for round_ in range(2):
+        decoder = in_processes()  # a new decoder each time, as a new dataset has
+        monkeypatch.setattr(video_module, "open_decoder", counted)
+        ds = RerunMapDataset(DataSource(dataset), "frame_index",
+                             {"image": Field(VIDEO_SAMPLE, decoder),
+                              "frame": Field(FRAME_NUMBER, NumericDecoder())})
+        batch = ds.__getitems__(list(range(10, 20)))
+        monkeypatch.setattr(video_module, "open_decoder", open_decoder)
+        for sample in batch:
+            frame = int(sample["frame"].reshape(-1)[-1])
+            np.testing.assert_array_equal(hwc(sample["image"]), episodes["ep0"].reference[frame])
+        assert decoder.process_calls == 1
+        assert len(probes) == (1 if round_ == 0 else 0), f"round {round_}: probes {probes}"
+        probes.clear()
+
+
 def test_outputs_are_rows_of_shared_memory_and_samples_own_their_frames() -> None:
     _, _, reference = stream("h264", 8)
     workers = in_processes()
