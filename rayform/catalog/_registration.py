@@ -61,6 +61,7 @@ from rayform.recording._widening import merged_type
 from rayform.recording._writer import asset_dir_for
 from rayform.recording._written import BLOCK_BYTES as WRITTEN_BLOCK_BYTES
 from rayform.recording._written import written_file
+from rayform.storage import _parts
 from rayform.storage._block_hashes import BLOCK_BYTES, BlockHashes, hash_blocks
 from rayform.storage._documents import FORMAT_VERSION
 from rayform.storage._fetch import SourceUri, fetch_file, parse_source
@@ -278,7 +279,8 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
         assets[stored] = size
     # The block hashes first: put_own_object moves a converted file into the store.
     blocks = store_block_hashes(store, prepared.source, size_bytes=prepared.layer.size_bytes,
-                                digests=prepared.block_digests)
+                                digests=prepared.block_digests) \
+        if has_block_hashes(prepared.layer.size_bytes) else None
     if prepared.source_sha256 is not None:
         digest, size = store.put_own_object(prepared.source, sha256=prepared.source_sha256)
     else:
@@ -288,6 +290,15 @@ def store_layer(store: Store, prepared: PreparedLayer) -> PreparedLayer:
     return PreparedLayer(segment_id=prepared.segment_id, layer_name=prepared.layer_name,
                          layer=layer, timelines=prepared.timelines, schema=prepared.schema,
                          request_uri=prepared.request_uri)
+
+
+def has_block_hashes(size_bytes: int) -> bool:
+    """Whether a recording of ``size_bytes`` is stored with a block-hash object: only one that
+    remote readers fetch block by block (:data:`~rayform.storage._parts.DEFAULT_BLOCKS_FROM_BYTES`
+    and more) uses it. A smaller one is fetched and verified whole, so its list would be a
+    durable object (a file and its fsync at registration) that no reader asks for; a layer
+    without one is read the same way by every reader."""
+    return size_bytes >= _parts.DEFAULT_BLOCKS_FROM_BYTES  # read here: tests lower it
 
 
 def store_block_hashes(store: Store, source: Path, *, size_bytes: int = 0,

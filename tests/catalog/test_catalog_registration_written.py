@@ -18,6 +18,7 @@ from rayform.errors import CorruptRecordingError
 from rayform.recording._file import open_recording
 from rayform.recording._written import BLOCK_BYTES as WRITTEN_BLOCK_BYTES
 from rayform.recording._written import written_file
+from rayform.storage import _parts
 from rayform.storage._block_hashes import BLOCK_BYTES, BlockHashes, hash_blocks
 
 
@@ -104,7 +105,9 @@ def test_the_writer_hands_over_the_block_digests_of_the_file_it_wrote(
 
 
 def test_the_block_hash_object_of_a_moved_output_lists_the_stored_bytes(
-        catalog: Catalog, recording_factory: RecordingFactory) -> None:
+        catalog: Catalog, recording_factory: RecordingFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)  # a block-hash object however small
     path = recording_factory("ep", num_frames=3000)
     prepared = inspect_layer(path, source_uri=str(path), layer_name="base", converted=True)
     assert prepared.block_digests is not None
@@ -117,10 +120,12 @@ def test_the_block_hash_object_of_a_moved_output_lists_the_stored_bytes(
 
 
 def test_a_converted_file_replaced_after_writing_is_indexed_and_hashed_from_its_bytes(
-        catalog: Catalog, recording_factory: RecordingFactory) -> None:
+        catalog: Catalog, recording_factory: RecordingFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """Another recording put in place of the one written (a new inode at the same path): the
     layout the writer remembers for that path (its timelines, entities, block digests) is not
     taken for it."""
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)  # a block-hash object however small
     path = recording_factory("ep", num_frames=600)
     other = recording_factory("ep", num_frames=2500, seed=7)
     os.replace(other, path)

@@ -102,14 +102,22 @@ def test_a_cleaner_running_alongside_a_pull_never_gives_a_raw_error(
     _reads_offline_like(local_catalog, https_catalog.url, slice_id, monkeypatch)
 
 
+@pytest.fixture
+def blocks_however_small(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These recordings are small: registered with block-hash objects and read block by block
+    all the same (by default neither)."""
+    from rayform.storage import _parts
+
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)
+
+
 def test_a_block_hash_object_removed_right_after_its_download_is_a_cache_error(
-        https_catalog: Https, local_catalog: rayform.Catalog, cache_dir: Path,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        blocks_however_small: None, https_catalog: Https, local_catalog: rayform.Catalog,
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The race CI once hit: a cleaner deletes the block-hash object between its verified
     download and its read. The pull names the cache; a pull after it works."""
-    from rayform.storage import _parts, _remote
+    from rayform.storage import _remote
 
-    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)  # these recordings are small
     slice_id = _slice(local_catalog)
     download = _remote.RemoteStore._download
     blocks_seen: list[str] = []

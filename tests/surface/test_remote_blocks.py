@@ -30,19 +30,21 @@ FRAMES = 40
 BLOB_BYTES = 20_000  # incompressible: each recording spans several 128 KiB blocks
 
 
-def write_recordings(src: Path, count: int = 2) -> list[Path]:
+def write_recordings(src: Path, count: int = 2, *, frames_of: tuple[int, ...] = ()
+                     ) -> list[Path]:
+    """``count`` recordings of :data:`FRAMES` frames (``frames_of[e]`` for recording ``e``)."""
     src.mkdir(parents=True, exist_ok=True)
     paths = []
     for e in range(count):
         rng = np.random.default_rng(e)
-        frames = np.arange(FRAMES)
+        frames = np.arange(frames_of[e] if e < len(frames_of) else FRAMES)
         path = src / f"ep{e}.rfr"
         with rayform.RecordingWriter(path, recording_id=f"ep{e}") as rec:
             rec.log_encoded_images("/cam0/rgb", timelines={"frame_index": frames},
                                    blobs=[rng.bytes(BLOB_BYTES) for _ in frames],
                                    media_type="image/jpeg")
             rec.log_scalars("/joints/position", timelines={"frame_index": frames},
-                            values=rng.normal(size=(FRAMES, 7)))
+                            values=rng.normal(size=(len(frames), 7)))
         paths.append(path)
     return paths
 
@@ -107,7 +109,7 @@ def store_of(url: str, cache_dir: Path, *, part_bytes: int = BLOCK_BYTES,
     return store
 
 
-def test_registration_stores_a_block_hash_object_per_layer(site: Path) -> None:
+def test_registration_stores_a_block_hash_object_per_layer_at_the_bound(site: Path) -> None:
     for layer in layers(site / "cat"):
         assert layer.block_hashes is not None
         raw = (site / "cat" / object_key(layer.block_hashes)).read_bytes()
@@ -361,3 +363,55 @@ def test_an_object_below_the_block_size_bound_is_fetched_whole_and_verified(
     assert hashlib.sha256(path.read_bytes()).hexdigest() == good.object
     assert log.gets_of(bad.block_hashes) == 0 and log.gets_of(good.block_hashes) == 0
     assert log.ranges == []  # whole objects, one plain GET each attempt
+
+
+def _block_hash_objects(root: Path) -> set[str]:
+    return {p.name for p in (root / "objects").rglob("*")
+            if p.is_file() and p.read_bytes()[:8] == b"RFBLOCK1"}
+
+
+def test_below_the_default_bound_registration_writes_no_block_hash_object(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recording under 32 MiB is fetched and verified whole by every remote reader: no
+    block-hash object is written for it (one durable object per layer, not two)."""
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 4 * _parts.DEFAULT_PART_BYTES)
+    root = tmp_path / "cat"
+    rayform.Catalog.create(root).create_dataset("robots").register(
+        write_recordings(tmp_path / "src")).wait()
+    assert [layer.block_hashes for layer in layers(root)] == [None, None]
+    assert _block_hash_objects(root) == set()
+    report = check_catalog(root)
+    assert report.ok, report.summary()
+
+
+def test_only_a_layer_at_the_bound_has_block_hashes_and_both_read_remotely(
+        tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the bound lowered between a small and a large recording: the large one has a
+    block-hash object and is read block by block; the small one has none and is fetched and
+    verified whole, even by a reader that reads every listed object block by block."""
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 4 * BLOCK_BYTES)
+    root = tmp_path / "site" / "cat"
+    rayform.Catalog.create(root).create_dataset("robots").register(
+        write_recordings(tmp_path / "src", frames_of=(4, FRAMES))).wait()
+    small, large = sorted(layers(root), key=lambda layer: layer.size_bytes)
+    assert small.size_bytes < 4 * BLOCK_BYTES <= large.size_bytes
+    assert small.block_hashes is None and large.block_hashes is not None
+    assert _block_hash_objects(root) == {large.block_hashes}
+    with static_server(tmp_path / "site", tls_dir=tmp_path / "tls") as server:
+        assert server.ca_pem is not None
+        monkeypatch.setenv("RAYFORM_CA_BUNDLE", str(server.ca_pem))
+        server.log.serve_ranges = True
+        url = f"{server.url}/cat"
+        store = store_of(url, cache_dir, connections=4)  # parts of one block
+        for layer in (small, large):
+            path = store.object_path(layer.object)
+            assert hashlib.sha256(path.read_bytes()).hexdigest() == layer.object
+        assert server.log.gets_of(large.block_hashes) == 1
+        # The large one in ranges after its first block; the small one one whole GET.
+        assert sum(last - first + 1 for first, last in server.log.ranges) \
+            == large.size_bytes - BLOCK_BYTES
+        assert server.log.gets_of(small.object) == 1
+        monkeypatch.setenv("RAYFORM_REMOTE_ATTEMPTS", "2")
+        flip_byte(root, small.object, small.size_bytes // 2)
+        with pytest.raises(RemoteError, match="altered in transit"):
+            store_of(url, cache_dir / "fresh").object_path(small.object)
