@@ -11,12 +11,15 @@ Each part prints the registration rate, the limit measured in the same run and t
    ``pyulog.ULog`` parsing the file. Target: >= 0.5.
 
 Figures are bytes of source per second (the HDF5 limits read the same bytes the importer does).
+Under each, informational: the physical ceiling of a durable content-addressed import of that
+source here, measured in the same run (``workload.store_ceiling``: every file the registration
+left in the catalog written to a file of its own, hashed and fsynced), the registration's ratio
+to it, and its ratio to the library read and that store done one after the other.
 """
 
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import tempfile
 from collections.abc import Callable
@@ -99,28 +102,13 @@ def bench_registration(name: str, work: Path, sources: list[Path], bare: Callabl
         catalog = Catalog.create(roots[-1])
         catalog.create_dataset("d").register(sources, import_options=options)
 
-    limit = size / median_time(bare)
-    measured = size / median_time(register)
-    w.report(f"{name} register (MB/s of source)", f"{measured / 1e6:,.1f}", f"{limit / 1e6:,.1f}",
-             measured / limit, "target >= 0.50")
-    stored = sum(p.stat().st_size for p in (roots[-1] / "objects").rglob("*") if p.is_file())
-    floor = size / median_time(lambda: durable_write(work / "floor.bin", stored))
-    w.report(f"  {name}: durable write of its {stored / 1e6:,.0f} MB", f"{floor / 1e6:,.1f}",
-             f"{limit / 1e6:,.1f}", floor / limit,
-             "(context: no registration can beat writing the catalog's bytes to disk)")
-
-
-def durable_write(path: Path, size: int) -> None:
-    """Write ``size`` bytes and fsync them: what storing a registration's objects costs at least
-    on this disk (the limit above reads the source from the page cache)."""
-    block = np.random.default_rng(0).integers(0, 255, 1 << 20, np.uint8).tobytes()
-    with path.open("wb") as fh:
-        for _ in range(size >> 20):
-            fh.write(block)
-        fh.write(block[: size & ((1 << 20) - 1)])
-        fh.flush()
-        os.fsync(fh.fileno())
-    path.unlink()
+    library_s = median_time(bare)
+    registration_s = median_time(register)
+    w.report(f"{name} register (MB/s of source)", f"{size / registration_s / 1e6:,.1f}",
+             f"{size / library_s / 1e6:,.1f}", library_s / registration_s, "target >= 0.50")
+    ceiling = w.store_ceiling(roots[-1], work, repeats=REPEATS)
+    w.report_ceiling(name, units=size / 1e6, unit="MB/s of source",
+                     registration_s=registration_s, library_s=library_s, ceiling=ceiling)
 
 
 def main() -> int:

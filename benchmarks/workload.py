@@ -21,6 +21,7 @@ work on the same cores, measured in the same run), the ratio, the core count and
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import pickle
@@ -281,6 +282,64 @@ class Verdicts:
             print(f"missed: {', '.join(self.missed)}"
                   + (" (quick mode: not enforced)" if QUICK else ""))
         return 1 if self.missed and not QUICK else 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoreCeiling:
+    """What storing a registration's output durably costs at least on this machine (see
+    :func:`store_ceiling`): ``seconds`` to write ``files`` files of ``total_bytes`` in all."""
+
+    seconds: float
+    files: int
+    total_bytes: int
+
+
+def store_ceiling(catalog: Path, work: Path, *, repeats: int) -> StoreCeiling:
+    """The least a durable content-addressed import of what ``catalog`` holds must do here: each
+    of its files (objects and metadata, what a registration into the fresh catalog wrote)
+    written to a file of its own, its bytes hashed (sha256: its name) and fsynced, then the
+    folder fsynced, as registration stores objects; the median of ``repeats`` runs. The bytes
+    are read into memory first: the source's read is the library limit's part."""
+    blobs = [f.read_bytes() for f in sorted(catalog.rglob("*")) if f.is_file()]
+    times = []
+    for run in range(repeats):
+        into = work / f"store-ceiling-{run}"
+        into.mkdir()
+        t0 = time.perf_counter()
+        for i, blob in enumerate(blobs):
+            hashlib.sha256(blob).hexdigest()
+            fd = os.open(into / f"{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                view = memoryview(blob)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        folder = os.open(into, os.O_RDONLY)
+        try:
+            os.fsync(folder)
+        finally:
+            os.close(folder)
+        times.append(time.perf_counter() - t0)
+        for f in into.iterdir():
+            f.unlink()
+        into.rmdir()
+    return StoreCeiling(seconds=median(times), files=len(blobs),
+                        total_bytes=sum(len(b) for b in blobs))
+
+
+def report_ceiling(name: str, *, units: float, unit: str, registration_s: float,
+                   library_s: float, ceiling: StoreCeiling) -> None:
+    """The line under a registration's figure: its rate against :func:`store_ceiling` (the
+    physical ceiling of a durable import, informational; the library read stays the target),
+    and against the library read plus that store, done one after the other."""
+    both = library_s + ceiling.seconds
+    report(f"  {name}: store ceiling ({unit})", f"{units / registration_s:,.1f}",
+           f"{units / ceiling.seconds:,.1f}", ceiling.seconds / registration_s,
+           f"(context: write + sha256 + fsync of its {ceiling.files} files, "
+           f"{ceiling.total_bytes / 1e6:,.1f} MB; library read + that: {units / both:,.1f}, "
+           f"ratio {both / registration_s:.2f})")
 
 
 MISSED: list[str] = []
