@@ -296,8 +296,9 @@ def has_block_hashes(size_bytes: int) -> bool:
     """Whether a recording of ``size_bytes`` is stored with a block-hash object: only one that
     remote readers fetch block by block (:data:`~rayform.storage._parts.DEFAULT_BLOCKS_FROM_BYTES`
     and more) uses it. A smaller one is fetched and verified whole, so its list would be a
-    durable object (a file and its fsync at registration) that no reader asks for; a layer
-    without one is read the same way by every reader."""
+    durable object (a file and its fsync at registration) that no reader asks for. Every reader
+    fetches and verifies a layer without one whole, as it does layers registered before block
+    hashes existed."""
     return size_bytes >= _parts.DEFAULT_BLOCKS_FROM_BYTES  # read here: tests lower it
 
 
