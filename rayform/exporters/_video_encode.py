@@ -14,6 +14,7 @@ import numpy.typing as npt
 from rayform._optional import require
 from rayform.errors import ConfigError
 from rayform.media._video_encode import available_video_codecs, video_encoder_name
+from rayform.media._x264_cpu import reproducible_x264_params
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -58,7 +59,8 @@ def encoder_options(encoder: str, *, gop: int, crf: int) -> dict[str, str]:
     """Options for a training-friendly stream: fixed GOP, no B-frames, no scene-cut keyframes."""
     if encoder == "libx264":
         return {"preset": "veryfast", "crf": str(crf),
-                "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0"}
+                "x264-params": (f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0"
+                                f"{reproducible_x264_params()}")}
     if encoder == "libx265":
         return {"preset": "veryfast", "crf": str(crf),
                 "x265-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:"

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from rayform.errors import ConfigError
 from rayform.media._video_codec import canonical_codec, require_av
+from rayform.media._x264_cpu import reproducible_x264_params
 
 # FFmpeg encoders for each codec, best first.
 _ENCODERS: Final[dict[str, tuple[str, ...]]] = {
@@ -51,7 +52,8 @@ def available_video_codecs() -> tuple[str, ...]:
 def _encoder_options(encoder: str, *, gop: int, crf: int | None) -> dict[str, str]:
     if encoder == "libx264":
         opts = {"preset": "veryfast",
-                "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0"}
+                "x264-params": (f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0"
+                                f"{reproducible_x264_params()}")}
     elif encoder == "libx265":
         opts = {"preset": "veryfast",
                 "x265-params": (f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes=0:"
