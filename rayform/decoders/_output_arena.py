@@ -110,10 +110,14 @@ class OutputArena:
         same for every task of the block; made once, the other tasks do not call into torch,
         whose tensor methods release the GIL, on their way from one decode to the next.
         """
-        with self._lock:
-            assert self._buffer is not None, "derived() needs the buffer rows() made"
-            try:
-                value: _T = self._derived[key]
-            except KeyError:
-                value = self._derived[key] = make(self._buffer)
-            return value
+        try:
+            found: _T = self._derived[key]
+            return found
+        except KeyError:
+            pass
+        buffer = self._buffer
+        assert buffer is not None, "derived() needs the buffer rows() made"
+        # Made without the lock (a task holding it while ``make`` waits for the GIL would stall
+        # the others): two tasks may both make it, and every task gets the first one stored.
+        value: _T = self._derived.setdefault(key, make(buffer))
+        return value
