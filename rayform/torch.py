@@ -494,23 +494,23 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
             out[ACTION_PAD_KEY] = batch[self._action.keys[0] + IS_PAD_SUFFIX]
         metas = [sample[META_KEY] for sample in raw]
         segments = [meta["segment_id"] for meta in metas]
-        tasks = [self._task_of(sample, segment)
-                 for sample, segment in zip(raw, segments, strict=True)]
+        if self._task_stream:
+            tasks = [self._task_of(sample, segment)
+                     for sample, segment in zip(raw, segments, strict=True)]
+        else:  # the segments' tasks (what _task_of gives without a task stream)
+            segment_tasks = self._tasks
+            tasks = [segment_tasks.get(segment, "") for segment in segments]
         times = torch.tensor([int(meta["index_value"]) for meta in metas], dtype=torch.int64)
         sample_metas = [self._meta_of(meta, segment)
                         for meta, segment in zip(metas, segments, strict=True)]
-        columns = [(key, value.unbind(0)) for key, value in out.items()]
-        samples = []
-        for i, (task, time, meta) in enumerate(zip(tasks, times.unbind(0), sample_metas,
-                                                   strict=True)):
-            sample = {key: values[i] for key, values in columns}
-            sample[TASK_KEY] = task
-            sample[TIME_KEY] = time
-            sample[META_KEY] = meta
-            samples.append(sample)
+        # Each sample's tensors are rows of the batch's (one unbind per key, made in C).
+        keys = [*out, TASK_KEY, TIME_KEY, META_KEY]
+        rows = zip(*(value.unbind(0) for value in out.values()), tasks, times.unbind(0),
+                   sample_metas, strict=True)
+        samples = [dict(zip(keys, row, strict=True)) for row in rows]
         out[TASK_KEY] = tasks
         out[TIME_KEY] = times
-        out[META_KEY] = default_collate(sample_metas)
+        out[META_KEY] = _collate_metas(sample_metas)
         return SampleBatch(samples, partial(_same, out))
 
     def _value(self, entity: _Entity, raw: dict[str, Any], segment: str) -> Any:
@@ -555,6 +555,17 @@ def _first_use(index: SampleIndex, order: npt.NDArray[np.int64],
               for start in range(0, len(order), _FIRST_USE_BLOCK))
     for segment_id in index.segments_in_first_use(chunks):
         yield from objects.get(segment_id, ())
+
+
+def _collate_metas(metas: list[dict[str, Any]]) -> dict[str, Any]:
+    """``default_collate(metas)`` of the samples' ``meta`` dicts: one list per key when every
+    value is a string (what it makes of strings), built without its per-key type dispatch."""
+    first = metas[0]
+    if all(type(value) is str for meta in metas for value in meta.values()) \
+            and all(meta.keys() == first.keys() for meta in metas):
+        return {key: [meta[key] for meta in metas] for key in first}
+    collated: dict[str, Any] = default_collate(metas)
+    return collated
 
 
 def _same(batch: dict[str, Any], keys: Collection[str] | None = None) -> dict[str, Any]:

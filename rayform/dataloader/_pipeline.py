@@ -636,11 +636,23 @@ class SamplePipeline:
             return []
         if concurrency == "requests" and threads > 1 \
                 and len(job.requests) >= 2 * MIN_REQUESTS_PER_THREAD:
-            chunks = min(TASKS_PER_THREAD * threads,
-                         len(job.requests) // MIN_REQUESTS_PER_THREAD)
-            edges = np.linspace(0, len(job.requests), chunks + 1).astype(int).tolist()
+            edges = chunk_edges(len(job.requests), threads)
             return [(job, job.requests[lo:hi]) for lo, hi in itertools.pairwise(edges)]
         return [(job, job.requests)]
+
+
+def chunk_edges(count: int, threads: int) -> list[int]:
+    """Where a field's ``count`` requests are cut into tasks for ``threads`` threads: chunks
+    that shrink as the work left does (each about ``1 / (2 * threads)`` of it, at least
+    ``count / (2 * TASKS_PER_THREAD * threads)`` and 2 requests), so that the last tasks are
+    short and the threads finish the block together (the block waits for its slowest thread)
+    with about ``TASKS_PER_THREAD`` tasks per thread, each a little Python."""
+    smallest = max(2, count // (2 * TASKS_PER_THREAD * threads))
+    edges = [0]
+    while edges[-1] < count:
+        left = count - edges[-1]
+        edges.append(edges[-1] + min(left, max(smallest, -(-left // (2 * threads)))))
+    return edges
 
 
 class TaskRun:

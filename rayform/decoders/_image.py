@@ -30,13 +30,14 @@ import torch
 from rayform.decoders._arrow import BlobReader
 from rayform.decoders._base import ColumnDecoder, DecodeConcurrency, DecodeRequest, FieldBatch
 from rayform.decoders._buffer_pool import FRAME_POOL
+from rayform.decoders._output_arena import OutputArena
 from rayform.decoders._requests import RequestArrays, output_row_matrix
 from rayform.decoders._tensor_rows import TensorRows
 from rayform.media._image import (
     decode_image_planes,
     decode_jpeg_into,
     decode_jpeg_planes_into,
-    jpeg_planes_shape,
+    jpeg_planes_shapes,
     require_image_backend,
 )
 
@@ -76,7 +77,8 @@ class ImageDecoder(ColumnDecoder):
             arena = batch.output_arena
             shared = None
             if arena is not None and isinstance(requests, RequestArrays):
-                shared = partial(arena.rows, requests.sample_positions)
+                shared = partial(_arena_rows, arena, requests.sample_positions,
+                                 windowed=batch.is_windowed, channels_last=batch.channels_last)
             return _decode_rows(blob_of, rows, windowed=batch.is_windowed, shared=shared,
                                 report=lambda i, why: batch.report_failure(requests[i], why),
                                 channels_last=batch.channels_last)
@@ -94,8 +96,32 @@ def _report_one(batch: FieldBatch, request: DecodeRequest, _: int, reason: str) 
 
 
 _UNDECODABLE = object()  # a blob that is there but is not an image
-SharedRows = Callable[[tuple[int, ...]], tuple[torch.Tensor, npt.NDArray[np.int64]] | None]
-"""Given a request's frame shape, the block's shared buffer and these requests' rows of it."""
+SlabViews = tuple[npt.NDArray[np.uint8], torch.Tensor]
+"""A decode buffer ``[N, T, …]`` as the numpy array the frames are decoded into and as the
+result tensor (``[N, T, C, H, W]`` windowed, else ``[N, C, H, W]``; views of channels-last
+memory with ``channels_last``)."""
+SharedRows = Callable[[tuple[int, ...]], tuple[SlabViews, npt.NDArray[np.int64]] | None]
+"""Given a request's frame shape, the block's shared buffer (its views) and these requests'
+rows of it."""
+
+
+def _slab_views(buffer: torch.Tensor, *, windowed: bool, channels_last: bool) -> SlabViews:
+    """The numpy array and the result tensor of a decode buffer ``[N, T, *slot]``."""
+    tensor = buffer.permute(0, 1, 4, 2, 3) if channels_last else buffer  # [N, T, C, H, W]
+    return buffer.numpy(), tensor if windowed else tensor[:, 0]
+
+
+def _arena_rows(arena: OutputArena, sample_positions: npt.NDArray[np.int64],
+                row_shape: tuple[int, ...], *, windowed: bool, channels_last: bool
+                ) -> tuple[SlabViews, npt.NDArray[np.int64]] | None:
+    """The block buffer's views (made once per block: the tasks then make no torch calls) and
+    the rows of these requests."""
+    got = arena.rows(sample_positions, row_shape)
+    if got is None:
+        return None
+    views = arena.derived(("image", windowed, channels_last),
+                          partial(_slab_views, windowed=windowed, channels_last=channels_last))
+    return views, got[1]
 
 
 BlobOf = Callable[[int], memoryview | None]
@@ -107,7 +133,7 @@ def _decode_rows(blob_of: BlobOf, rows: npt.NDArray[np.int64], *, windowed: bool
                  shared: SharedRows | None = None,
                  channels_last: bool = False) -> Sequence[torch.Tensor | None]:
     blobs = {row: blob_of(row) for row in set(rows.ravel().tolist())}  # each row's blob, once
-    shapes = {jpeg_planes_shape(blob) for blob in blobs.values() if blob is not None}
+    shapes = jpeg_planes_shapes(blob for blob in blobs.values() if blob is not None)
     if len(shapes) == 1:
         shape = shapes.pop()
         if shape is not None:
@@ -143,15 +169,13 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
     targets: npt.NDArray[np.int64] | None = None
     if got is None:
         frame_bytes = channels * height * across
-        tensor = torch.from_numpy(FRAME_POOL.take(n * width * frame_bytes)
+        buffer = torch.from_numpy(FRAME_POOL.take(n * width * frame_bytes)
                                   .reshape(n, width, *slot_shape))
+        slab, stacked = _slab_views(buffer, windowed=windowed, channels_last=channels_last)
         slots = list(range(n))
     else:
-        tensor, targets = got
+        (slab, stacked), targets = got
         slots = targets.tolist()
-    slab: npt.NDArray[np.uint8] = tensor.numpy()
-    if channels_last:
-        tensor = tensor.permute(0, 1, 4, 2, 3)  # [N, T, C, H, W] views of [N, T, H, W, C]
     first: dict[int, npt.NDArray[np.uint8] | None] = {}
     failures: dict[int, str] = {}
     complete = [True] * n
@@ -175,7 +199,6 @@ def _decode_into_slab(blobs: dict[int, memoryview | None], rows: npt.NDArray[np.
                 if row in failures:
                     report(i, failures[row])
                     break
-    stacked = tensor if windowed else tensor[:, 0]
     if all(complete):
         return TensorRows(stacked, targets)
     views = stacked.unbind(0)  # every slot's view, made in C

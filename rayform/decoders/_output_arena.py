@@ -19,13 +19,16 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 import torch
 
 from rayform.decoders._buffer_pool import FRAME_POOL
+
+_T = TypeVar("_T")
 
 ArenaBuffers = Callable[[str, int], torch.Tensor | None]
 """Given a field's key and a byte count, a ``uint8 [nbytes]`` buffer for its block, or ``None``
@@ -59,7 +62,7 @@ class OutputArena:
         key: the field's sample key (names the buffer to :func:`set_arena_buffers`' source).
     """
 
-    __slots__ = ("_buffer", "_key", "_known", "_lock", "_size")
+    __slots__ = ("_buffer", "_derived", "_key", "_known", "_lock", "_size")
 
     def __init__(self, size: int, sample_positions: npt.NDArray[np.int64], *,
                  key: str = "") -> None:
@@ -69,6 +72,7 @@ class OutputArena:
         self._known[sample_positions] = True
         self._lock = threading.Lock()
         self._buffer: torch.Tensor | None = None
+        self._derived: dict[Hashable, Any] = {}
 
     def __len__(self) -> int:
         return self._size
@@ -97,3 +101,23 @@ class OutputArena:
             elif tuple(self._buffer.shape[1:]) != row_shape:
                 return None
             return self._buffer, sample_positions
+
+    def derived(self, key: Hashable, make: Callable[[torch.Tensor], _T]) -> _T:
+        """``make(buffer)``, made once per ``key`` for the block and shared by its tasks (after
+        :meth:`rows` shaped the buffer).
+
+        A decoder's views of the buffer (its numpy array, a permuted or sliced tensor) are the
+        same for every task of the block; made once, the other tasks do not call into torch,
+        whose tensor methods release the GIL, on their way from one decode to the next.
+        """
+        try:
+            found: _T = self._derived[key]
+            return found
+        except KeyError:
+            pass
+        buffer = self._buffer
+        assert buffer is not None, "derived() needs the buffer rows() made"
+        # Made without the lock (a task holding it while ``make`` waits for the GIL would stall
+        # the others): two tasks may both make it, and every task gets the first one stored.
+        value: _T = self._derived.setdefault(key, make(buffer))
+        return value

@@ -11,13 +11,14 @@ import importlib
 import io
 import sys
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
-from rayform.media._jpeg_header import frame_header
+from rayform.media._jpeg_header import frame_header, frame_header_end
 
 _JPEG_MAGIC = b"\xff\xd8"
 _LITTLE_ENDIAN = sys.byteorder == "little"
@@ -121,6 +122,22 @@ def jpeg_planes_shape(data: bytes | memoryview) -> tuple[int, int, int] | None:
     if colorspace in ("RGB", "YCbCr"):
         return 3, int(height), int(width)
     return None
+
+
+def jpeg_planes_shapes(blobs: Iterable[bytes | memoryview]) -> set[tuple[int, int, int] | None]:
+    """The distinct :func:`jpeg_planes_shape` of ``blobs``, reading few headers: a blob whose
+    first bytes equal those the last header read took (:func:`frame_header_end`: markers,
+    tables and frame header) has that header's shape, so the frames of one camera, written by
+    one encoder, cost a comparison of a few hundred bytes each rather than a header walk."""
+    shapes: set[tuple[int, int, int] | None] = set()
+    known = b""
+    for blob in blobs:
+        if known and blob[:len(known)] == known:
+            continue
+        shapes.add(jpeg_planes_shape(blob))
+        end = frame_header_end(blob)
+        known = bytes(blob[:end]) if end else b""
+    return shapes
 
 
 def decode_jpeg_planes_into(data: bytes | memoryview, out: npt.NDArray[np.uint8]) -> bool:

@@ -34,13 +34,25 @@ def frame_header(data: bytes | memoryview) -> tuple[int, int, int] | str | None:
         follow, or one it finds damaged (the library decides); ``None`` when ``data`` is not a
         JPEG (no start-of-image marker).
     """
+    return _walk(data)[0]
+
+
+def frame_header_end(data: bytes | memoryview) -> int:
+    """How many leading bytes of ``data`` :func:`frame_header` reads to give a size: every
+    JPEG whose first bytes equal these has the same frame header (the walk reads nothing else).
+    ``0`` when it gives no size (:data:`UNKNOWN` or not a JPEG)."""
+    return _walk(data)[1]
+
+
+def _walk(data: bytes | memoryview) -> tuple[tuple[int, int, int] | str | None, int]:
+    """:func:`frame_header`'s result and the end of the bytes it read (``0`` without a size)."""
     if bytes(data[:2]) != _SOI:
-        return None
+        return None, 0
     size = len(data)
     at = 2
     for _ in range(_MAX_MARKERS):
         if at + 4 > size or data[at] != 0xFF:
-            return UNKNOWN
+            return UNKNOWN, 0
         marker = data[at + 1]
         if marker == 0xFF:  # fill byte before a marker
             at += 1
@@ -50,14 +62,14 @@ def frame_header(data: bytes | memoryview) -> tuple[int, int, int] | str | None:
             continue
         if marker in _READ_FRAMES:
             if at + 10 > size or data[at + 4] != 8:
-                return UNKNOWN
+                return UNKNOWN, 0
             height = data[at + 5] << 8 | data[at + 6]
             width = data[at + 7] << 8 | data[at + 8]
             components = data[at + 9]
             if not height or not width:  # DNL (height given after the scan): the library's call
-                return UNKNOWN
-            return height, width, components
+                return UNKNOWN, 0
+            return (height, width, components), at + 10
         if marker in _OTHER_FRAMES or marker in (0xD8, 0xD9, 0xDA):
-            return UNKNOWN
+            return UNKNOWN, 0
         at += 2 + (data[at + 2] << 8 | data[at + 3])
-    return UNKNOWN
+    return UNKNOWN, 0

@@ -449,3 +449,20 @@ def test_map_batches_start_decoding_images_before_resolving_numeric_fields(
     batch = PooledBatchCollator()(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))
     assert seen[:3] == ["image", "decode image here", "step"] and list(batch) == ["image", "step"]
     _assert_same(batch, default_collate(list(ds.__getitems__([3, 17, 8, 1, 30, 22, 5, 11, 0]))))
+
+
+@pytest.mark.parametrize(("count", "threads"), [(8, 2), (32, 2), (33, 2), (128, 2), (32, 4),
+                                                (1000, 8)])
+def test_image_tasks_shrink_towards_the_end_of_a_block(count: int, threads: int) -> None:
+    """A block's requests are cut into chunks that shrink as the work left does: every request
+    in one chunk, in order, and the last chunks short, so that the threads finish the block
+    together rather than one waiting for the other's last long task."""
+    from rayform.dataloader._pipeline import TASKS_PER_THREAD, chunk_edges
+
+    edges = chunk_edges(count, threads)
+    sizes = np.diff(edges)
+    assert edges[0] == 0 and edges[-1] == count and bool((sizes > 0).all())
+    assert bool((np.diff(sizes) <= 0).all()), "no chunk longer than one before it"
+    smallest = max(2, count // (2 * TASKS_PER_THREAD * threads))
+    assert int(sizes[-1]) <= smallest and int(sizes[0]) >= count // (2 * threads)
+    assert len(sizes) <= 5 * TASKS_PER_THREAD * threads

@@ -208,3 +208,18 @@ def test_a_collated_batch_may_be_asked_for_some_keys_only(robots_dataset: Datase
     episodes = _episodes(episode_slice, "trim")
     batch = episodes.__getitems__([0, 7, 3])
     assert list(batch.collated({"action", "t_ns"}) or {}) == ["action", "t_ns"]
+
+
+def test_episode_metadata_collates_as_default_collate_does() -> None:
+    """The batch's ``meta`` (strings: one list per key) is built without default_collate's
+    per-key dispatch; anything else still goes through it."""
+    from rayform.torch import _collate_metas
+
+    metas = [{"slice": "slc_1", "segment": f"ep{i}", "segment_version": "v1", "site": ""}
+             for i in range(5)]
+    got = _collate_metas(metas)
+    assert got == default_collate(metas) and list(got) == list(metas[0])
+    numbered = [{**meta, "segment_version": i} for i, meta in enumerate(metas)]
+    got = _collate_metas(numbered)
+    assert torch.equal(got["segment_version"], torch.arange(5))
+    assert got["segment"] == [m["segment"] for m in numbered]

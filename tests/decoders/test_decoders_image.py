@@ -256,3 +256,37 @@ def test_decode_jpeg_into_refuses_a_buffer_of_another_shape() -> None:
     for shape in ((20, 22, 3), (24, 30, 3), (10, 30, 3)):
         assert not image_module.decode_jpeg_into(blob, np.empty(shape, dtype=np.uint8)), shape
     assert not image_module.decode_jpeg_into(b"\xff\xd8 not a jpeg", out)
+
+
+@pytest.mark.parametrize("windowed", [False, True])
+def test_tasks_of_one_arena_share_its_result_tensor(windowed: bool) -> None:
+    """The decode tasks of a block (chunks of its requests) write into the block's arena and
+    return one result tensor, made by the first task, with their rows of it: the others make no
+    torch calls (each releases the GIL) between their decodes."""
+    pytest.importorskip("simplejpeg")
+    from rayform.decoders import RequestArrays
+    from rayform.decoders._output_arena import OutputArena
+    from rayform.decoders._requests import CodedIds
+
+    blobs = [_encode(_scene(24, 32, k), "JPEG", quality=90) for k in range(4)]
+    positions = np.array([3, 1, 0, 2], dtype=np.int64)
+    width = 2 if windowed else 1
+    rows = np.array([[k, min(k + 1, 3)][:width] for k in range(4)], dtype=np.int64)
+    requests = RequestArrays(sample_positions=positions,
+                             segment_ids=CodedIds(np.zeros(4, dtype=np.int64), ["s"]),
+                             index_values=np.arange(4, dtype=np.int64), output_rows=rows)
+    batch = FieldBatch(column=_column(blobs), is_windowed=windowed, channels_last=True,
+                       output_arena=OutputArena(4, positions), blobs=[memoryview(b) for b in blobs])
+    first = ImageDecoder().decode(batch, requests[:2])
+    second = ImageDecoder().decode(batch, requests[2:])
+    assert isinstance(first, TensorRows) and isinstance(second, TensorRows)
+    assert first.tensor is second.tensor, "one result tensor for the block"
+    assert first.rows is not None and first.rows.tolist() == [3, 1]
+    whole = first.tensor
+    assert whole.shape == ((4, width, 3, 24, 32) if windowed else (4, 3, 24, 32))
+    for i, position in enumerate(positions.tolist()):
+        for t, row in enumerate(rows[i].tolist()):
+            pixels = decode_image(blobs[row], use_simplejpeg=True)
+            assert pixels is not None
+            frame = whole[position, t] if windowed else whole[position]
+            assert np.array_equal(frame.numpy(), pixels.transpose(2, 0, 1))

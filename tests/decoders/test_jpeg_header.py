@@ -9,7 +9,7 @@ import pytest
 from PIL import Image
 
 from rayform.media import _image as image_module
-from rayform.media._jpeg_header import UNKNOWN, frame_header
+from rayform.media._jpeg_header import UNKNOWN, frame_header, frame_header_end
 
 simplejpeg = pytest.importorskip("simplejpeg")
 
@@ -71,3 +71,41 @@ def test_cut_or_odd_headers_are_left_to_the_library(cut: int) -> None:
     twelve_bit = bytearray(blob)
     twelve_bit[at + 4] = 12
     assert frame_header(bytes(twelve_bit)) == UNKNOWN
+
+
+def test_frames_of_one_encoder_share_the_header_bytes_read() -> None:
+    """The bytes the walk reads end with the frame header: same bytes, same frame header."""
+    blob = CASES[1]
+    end = frame_header_end(blob)
+    at = blob.index(b"\xff\xc0")
+    assert end == at + 10 and frame_header(blob[:end]) == frame_header(blob)
+    other = _jpeg(224, 224, "RGB", 9)  # another frame of the same size from the same encoder
+    assert other[:end] == blob[:end] and other != blob
+    assert frame_header_end(b"\x89PNG\r\n") == 0 and frame_header_end(blob[:100]) == 0
+
+
+def test_planes_shapes_walk_only_headers_that_differ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch of one camera's frames reads one header; a frame whose bytes differ before its
+    frame header's end (another size, another encoder) is read itself."""
+    same = [_jpeg(224, 224, "RGB", seed) for seed in range(10, 16)]
+    mixed = [*same[:2], CASES[0], same[2], CASES[2], CASES[5], b"\x89PNG\r\n", same[3]]
+    want = {image_module.jpeg_planes_shape(blob) for blob in mixed}
+    assert image_module.jpeg_planes_shapes(mixed) == want == {(3, 224, 224), (3, 37, 53),
+                                                              (1, 12, 16), None}
+    assert image_module.jpeg_planes_shapes(memoryview(b) for b in mixed) == want
+    walked: list[int] = []
+    real = image_module.jpeg_planes_shape
+
+    def counting(blob: bytes | memoryview) -> tuple[int, int, int] | None:
+        walked.append(len(blob))
+        return real(blob)
+
+    monkeypatch.setattr(image_module, "jpeg_planes_shape", counting)
+    assert image_module.jpeg_planes_shapes(same) == {(3, 224, 224)}
+    assert len(walked) == 1, "one header walked for six frames of one camera"
+    walked.clear()
+    grown = bytearray(same[1])
+    grown[frame_header_end(grown) - 4] += 1  # the frame's height differs: its header is read
+    assert image_module.jpeg_planes_shapes([same[0], bytes(grown), same[2]]) == {
+        (3, 224, 224), (3, 225, 224)}
+    assert len(walked) == 3

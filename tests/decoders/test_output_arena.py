@@ -31,3 +31,22 @@ def test_rows_refused_for_other_shapes_and_unknown_positions() -> None:
     assert arena.rows(np.array([1], dtype=np.int64), (5,)) is None, "not a request here"
     assert arena.rows(np.array([9], dtype=np.int64), (5,)) is None, "outside the block"
     assert arena.rows(np.zeros(0, dtype=np.int64), (5,)) is None
+
+
+def test_derived_views_are_made_once_per_block() -> None:
+    """The tasks of a block share one view of the buffer (made by the first to ask), so that
+    they make no torch calls of their own between decodes."""
+    positions = np.array([1, 0, 2], dtype=np.int64)
+    arena = OutputArena(3, positions)
+    assert arena.rows(positions[:1], (2, 4)) is not None
+    made: list[int] = []
+
+    def view(buffer: torch.Tensor) -> torch.Tensor:
+        made.append(1)
+        return buffer.permute(0, 2, 1)
+
+    first = arena.derived("t", view)
+    assert arena.rows(positions[1:], (2, 4)) is not None
+    assert arena.derived("t", view) is first and len(made) == 1
+    assert first.shape == (3, 4, 2) and first.data_ptr() == arena.rows(positions, (2, 4))[0].data_ptr()
+    assert arena.derived("other", lambda b: b[:, 0]) is not first and len(made) == 1
