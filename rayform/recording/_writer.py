@@ -35,6 +35,7 @@ import pyarrow as pa
 from rayform._atomic import atomic_path
 from rayform._local_writes import naming_full_disk
 from rayform.errors import ConfigError, SchemaConflictError
+from rayform.recording import _written
 from rayform.recording._checksum import content_digest, stored_messages
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
@@ -584,11 +585,13 @@ def _with_digest(header: RecordingHeader, schema: pa.Schema, digest: str
     return header, schema.with_metadata({HEADER_KEY: header.to_bytes()})
 
 
-def _file_hashes(path: Path) -> tuple[str, bytes]:
+def _file_hashes(path: Path) -> tuple[str, bytes | None]:
     """The sha256 of a file written here and of each of its :data:`BLOCK_BYTES` blocks, in one
-    pass over its memory-mapped bytes (from the page cache). A large file's whole digest is
-    computed on a second thread meanwhile: hashlib frees the GIL, and the two digests are each
-    as costly as the other."""
+    pass over its memory-mapped bytes (from the page cache); the blocks' only for a file of
+    ``_written.BLOCK_DIGESTS_FROM_BYTES`` or more (None for a smaller one: registration stores
+    no block-hash object for it, and hashing its blocks cost as much as hashing it whole). A
+    large file's whole digest is computed on a second thread meanwhile: hashlib frees the GIL,
+    and the two digests are each as costly as the other."""
     with path.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
@@ -596,6 +599,8 @@ def _file_hashes(path: Path) -> tuple[str, bytes]:
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
             try:
+                if size < _written.BLOCK_DIGESTS_FROM_BYTES:  # read here: tests lower it
+                    return hashlib.sha256(view).hexdigest(), None
                 if size <= BLOCK_BYTES:  # one block: its digest is the file's
                     digest = hashlib.sha256(view)
                     return digest.hexdigest(), digest.digest()
