@@ -134,20 +134,14 @@ def data_arrays(group: Any, path: Path) -> dict[str, Any]:
     return arrays
 
 
-READ_AHEAD_BYTES: Final = 64 << 20
-"""Rows of an array read at once by :class:`RowReader` (rounded up to whole chunks)."""
-
-
 class RowReader:
     """Rows ``[start, stop)`` of one array, read in whole chunks along the step axis.
 
     Episodes are read in order, so each chunk is decompressed once: the chunks last read are
-    kept for the next episodes. Chunks are read :data:`READ_AHEAD_BYTES` at a time (at least the
-    episode's): one zarr read of many chunks decompresses them on zarr's threads, and each read
-    has a fixed cost of its own. An episode inside the kept chunks is a view of them; one that
-    runs past them is copied once into an array of its own rows (its kept rows, then those of
-    the chunks read for it), and the new chunks are kept in their place: joining the kept and
-    the new chunks whole copied more than zarr took to decompress them.
+    kept for the next episodes. An episode inside them is a view of them; one that runs past
+    them is copied once into an array of its own rows (its kept rows, then those of the chunks
+    read for it), and the new chunks are kept in their place: joining the kept and the new
+    chunks whole copied about twice the episode's bytes, more than zarr took to decompress them.
     """
 
     def __init__(self, array: Any, *, name: str, path: Path) -> None:
@@ -156,8 +150,6 @@ class RowReader:
         self._path = path
         self._chunk = int(array.chunks[0]) or 1
         self._rows = int(array.shape[0])
-        row_bytes = int(np.prod(array.shape[1:], dtype=np.int64)) * np.dtype(array.dtype).itemsize
-        self._ahead = max(1, READ_AHEAD_BYTES // max(row_bytes, 1))
         self._buffer: npt.NDArray[Any] | None = None
         self._start = 0
 
@@ -169,7 +161,7 @@ class RowReader:
                 keep, lo = buffer[start - self._start:], end
             else:
                 keep, lo = None, start // self._chunk * self._chunk
-            hi = min(-(-max(stop, lo + self._ahead) // self._chunk) * self._chunk, self._rows)
+            hi = min(-(-stop // self._chunk) * self._chunk, self._rows)
             fresh = self._read(lo, hi)
             self._buffer, self._start = fresh, lo
             if keep is not None:
@@ -184,9 +176,6 @@ class RowReader:
         try:
             return np.asarray(self._array[lo:hi])
         except READ_ERRORS as err:
-            if hi - lo > self._chunk:  # name the damaged chunk's rows, not all those read
-                for at in range(lo, hi, self._chunk):
-                    self._read(at, min(at + self._chunk, hi))
             raise CorruptRecordingError(
                 f"{self._path}: data/{self._name} rows {lo}..{hi} cannot be read ({err!r}); a "
                 "chunk is truncated or damaged") from err
