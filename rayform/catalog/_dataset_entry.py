@@ -41,6 +41,7 @@ from rayform.catalog._registration import (
     OnDuplicate,
     PreparedLayer,
     apply_registration,
+    registration_change,
     registration_request,
 )
 from rayform.catalog._schema import INDEX_TYPES
@@ -265,7 +266,7 @@ class DatasetEntry(DatasetView):
             [SegmentRegistrationResult(uri=source.uri, segment_id=i) for i in skipped[source.uri]]
             if source.uri in skipped else by_uri.pop(source.uri, []))]
         results += [r for rest in by_uri.values() for r in rest]  # (none: every layer has its uri)
-        if not apply_registration(self._newest(), inspected, policy).touched:  # raises
+        if not registration_change(self._newest(), inspected, policy).touched:  # raises
             return results, []
         return results, store_layers(self._catalog.store, inspected, desc=f"store {self._name}",
                                      show=show)
@@ -338,7 +339,7 @@ class DatasetEntry(DatasetView):
                 )
         require_distinct(layers)
         self._catalog.require_writable()
-        if not apply_registration(self._newest(), layers, policy).touched:  # raises
+        if not registration_change(self._newest(), layers, policy).touched:  # raises
             self.refresh()
             return RegistrationHandle.of(layers)
         snapshot, _ = self._commit_registration(layers, policy)

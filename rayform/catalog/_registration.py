@@ -479,6 +479,32 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
     Pure (writes nothing): raises ``DuplicateSegmentError`` or ``SchemaConflictError`` to abort.
     Only the records of touched segments are read; the others are carried over as stored.
     """
+    change = registration_change(old, prepared, on_duplicate)
+    index = old.index if old else SegmentIndex.from_records([])
+    return SnapshotDraft(timelines=change.timelines, schema_ipc=schema_to_text(change.schema),
+                         index=index.replaced(list(change.updated.values())),
+                         touched=change.touched)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationChange:
+    """What registering layers changes in a snapshot: its timelines and schema, the records of
+    the segments it updates, and their ids in the order registered."""
+
+    timelines: dict[str, TimelineKind]
+    schema: pa.Schema
+    updated: dict[str, SegmentRecord]
+    touched: list[str]
+
+
+def registration_change(old: DatasetSnapshot | None, prepared: list[PreparedLayer],
+                        on_duplicate: OnDuplicate) -> RegistrationChange:
+    """What :func:`apply_registration` changes in ``old``, without building the new segment
+    index (a check before storing needs only whether it raises and what it touches).
+
+    Raises:
+        DuplicateSegmentError, SchemaConflictError: as :func:`apply_registration`.
+    """
     timelines: dict[str, TimelineKind] = dict(old.timelines) if old else {}
     old_schema = schema_from_text(old.schema_ipc) if old else pa.schema([])
     fields = {f.name: f for f in old_schema}
@@ -516,8 +542,7 @@ def apply_registration(old: DatasetSnapshot | None, prepared: list[PreparedLayer
         updated[prep.segment_id] = segment_record(prep.segment_id, layers, now)
         touched.append(prep.segment_id)
     schema = pa.schema(list(fields.values()), metadata=property_types_to_metadata(property_types))
-    return SnapshotDraft(timelines=timelines, schema_ipc=schema_to_text(schema),
-                         index=index.replaced(list(updated.values())), touched=touched)
+    return RegistrationChange(timelines=timelines, schema=schema, updated=updated, touched=touched)
 
 
 def known_property_types(schema: pa.Schema, index: SegmentIndex) -> dict[str, pa.DataType]:

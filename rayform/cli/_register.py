@@ -51,13 +51,13 @@ def prepare_locally(catalog: Catalog, sources: list[SourceUri], layers: list[str
     bad id, two sources of one segment, two column types) raises here, before any dataset exists.
     """
     from rayform.catalog._preparation import convert_sources, store_layers
-    from rayform.catalog._registration import apply_registration
+    from rayform.catalog._registration import registration_change
 
     staging = catalog.store.staging_dir()
     try:
         inspected = convert_sources(sources, layers, staging, desc="convert", show=progress,
                                     options=options)
-        apply_registration(None, inspected, policy)  # raises on a conflict, writes nothing
+        registration_change(None, inspected, policy)  # raises on a conflict, writes nothing
         return store_layers(catalog.store, inspected, desc="store", show=progress)
     finally:
         shutil.rmtree(staging, ignore_errors=True)

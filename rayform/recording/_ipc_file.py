@@ -74,10 +74,18 @@ def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
     return False
 
 
-def encode_batch(batch: pa.RecordBatch, *, compress: bool) -> EncodedBatch:
-    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is."""
+def encode_batch(batch: pa.RecordBatch, *, compress: bool, nbytes: int | None = None
+                 ) -> EncodedBatch:
+    """The IPC message of ``batch``: zstd-compressed when asked and worth it, else as-is.
+
+    ``nbytes``: ``batch.nbytes`` when the caller knows it (the sum of its columns' ``nbytes``,
+    which :class:`RecordingWriter` keeps for the columns of nulls it reuses): walking every
+    buffer of a wide batch to find it took longer than the rest of an uncompressed batch's
+    encoding.
+    """
     if compress:
-        nbytes = batch.nbytes  # not free on a wide batch: it walks every buffer
+        if nbytes is None:
+            nbytes = batch.nbytes  # not free on a wide batch: it walks every buffer
         if nbytes >= MIN_COMPRESSED_BYTES and _sample_compresses(batch, nbytes=nbytes):
             message = _message(batch, _COMPRESSED)
             if message.body.size <= (1 - _MIN_SAVINGS) * nbytes:
@@ -89,18 +97,21 @@ ENCODE_THREADS: Final = 2
 _PARALLEL_BYTES: Final = 1 << 20
 
 
-def encode_batches(batches: Sequence[pa.RecordBatch], compress: Sequence[bool]
-                   ) -> list[EncodedBatch]:
+def encode_batches(batches: Sequence[pa.RecordBatch], compress: Sequence[bool],
+                   nbytes: Sequence[int | None] | None = None) -> list[EncodedBatch]:
     """:func:`encode_batch` of each batch (``compress[i]``: whether batch ``i`` may be
-    compressed), in order. Several batches with a megabyte or more to compress are encoded on
-    :data:`ENCODE_THREADS` threads: zstd runs without the GIL, and each batch's message is the
-    same whichever thread encodes it."""
-    work = [nbytes for batch, may in zip(batches, compress, strict=True)
-            if may and (nbytes := batch.get_total_buffer_size()) >= MIN_COMPRESSED_BYTES]
+    compressed; ``nbytes[i]``: its ``nbytes`` when known), in order. Several batches with a
+    megabyte or more to compress are encoded on :data:`ENCODE_THREADS` threads: zstd runs
+    without the GIL, and each batch's message is the same whichever thread encodes it."""
+    sizes: list[int | None] = [None] * len(batches) if nbytes is None else list(nbytes)
+    work = [size for batch, may in zip(batches, compress, strict=True)
+            if may and (size := batch.get_total_buffer_size()) >= MIN_COMPRESSED_BYTES]
     if len(work) < 2 or sum(work) < _PARALLEL_BYTES:
-        return [encode_batch(b, compress=c) for b, c in zip(batches, compress, strict=True)]
+        return [encode_batch(b, compress=c, nbytes=n)
+                for b, c, n in zip(batches, compress, sizes, strict=True)]
     with ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="rayform-encode") as pool:
-        return list(pool.map(lambda b, c: encode_batch(b, compress=c), batches, compress))
+        return list(pool.map(lambda b, c, n: encode_batch(b, compress=c, nbytes=n),
+                             batches, compress, sizes))
 
 
 def _sample_compresses(batch: pa.RecordBatch, *, nbytes: int) -> bool:
@@ -199,7 +210,7 @@ def rewrite_schema(path: Path, schema: pa.Schema, layout: FileLayout) -> None:
 
 def _template(schema: pa.Schema, count: int) -> bytes:
     """A file pyarrow writes for ``schema`` with ``count`` empty batches (its head and footer)."""
-    empty = pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+    empty = _empty_batch(schema)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_file(sink, schema) as writer:
         for _ in range(count):
@@ -208,6 +219,23 @@ def _template(schema: pa.Schema, count: int) -> bytes:
     if not data.startswith(_MAGIC):
         raise RuntimeError("pyarrow wrote an Arrow file without the file magic")
     return data
+
+
+_EMPTY_BATCHES: dict[pa.Schema, pa.RecordBatch] = {}
+_MAX_EMPTY_BATCHES: Final = 64
+
+
+def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    """A batch of no rows of ``schema``'s columns (its metadata left out: the file's schema
+    message carries it), kept for the next file of the same columns: the recordings of one
+    source share them, and building the empty arrays cost a fifth of a small file's writing."""
+    plain = schema.remove_metadata()
+    empty = _EMPTY_BATCHES.get(plain)
+    if empty is None:
+        if len(_EMPTY_BATCHES) >= _MAX_EMPTY_BATCHES:
+            _EMPTY_BATCHES.clear()
+        empty = _EMPTY_BATCHES[plain] = pa.RecordBatch.from_pylist([], schema=plain)
+    return empty
 
 
 def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:

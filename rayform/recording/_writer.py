@@ -35,6 +35,7 @@ import pyarrow as pa
 from rayform._atomic import atomic_path
 from rayform._local_writes import naming_full_disk
 from rayform.errors import ConfigError, SchemaConflictError
+from rayform.recording import _written
 from rayform.recording._checksum import content_digest, stored_messages
 from rayform.recording._columns import (
     ENCODED_IMAGE_BLOB,
@@ -104,6 +105,13 @@ def timeline_array(name: str, values: TimelineLike) -> tuple[TimelineKind, pa.Ar
     if pa.types.is_duration(t):
         return "duration", _cast(values, pa.duration("ns"))
     raise ConfigError(f"timeline {name!r}: unsupported Arrow type {t}")
+
+
+def once_as_arrow(timelines: Mapping[str, TimelineLike]) -> dict[str, TimelineLike]:
+    """``timelines`` converted to the Arrow arrays :meth:`RecordingWriter.log_columns` stores,
+    for an importer that logs many entities on the same timelines: converted once instead of
+    once per entity (the stored bytes are the same)."""
+    return {name: timeline_array(name, values)[1] for name, values in timelines.items()}
 
 
 def _cast(values: pa.Array, target: pa.DataType) -> pa.Array:
@@ -387,6 +395,8 @@ class RecordingWriter:
         # Many entities lack most columns: one array of nulls per length and type (its
         # buffers are zeros, and a batch's bytes are the same whichever array it holds).
         nulls: dict[tuple[int, int], pa.Array] = {}
+        null_bytes: dict[tuple[int, int], int] = {}
+        sizes: list[int | None] = []  # each batch's nbytes, where it may be compressed
         logged: list[pa.Array] = []
         first_of_type: dict[pa.DataType, int] = {}
         same_type = [first_of_type.setdefault(t, i) for i, t in enumerate(types)]
@@ -394,6 +404,8 @@ class RecordingWriter:
         for entity, is_static, table in entity_tables:
             own = {name: table.column(name) for name in table.column_names}
             arrays = []
+            own_arrays: list[pa.Array] = []
+            null_keys: list[tuple[int, int]] = []
             for i, (name, target) in enumerate(zip(columns, types, strict=True)):
                 column = own.get(name)
                 if column is None:
@@ -401,19 +413,29 @@ class RecordingWriter:
                     if key not in nulls:
                         nulls[key] = pa.nulls(table.num_rows, type=target)
                     arrays.append(nulls[key])
+                    null_keys.append(key)
                     continue
                 array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
                 arrays.append(widen(array, target))
-                logged.append(arrays[-1])
+                own_arrays.append(arrays[-1])
+            logged += own_arrays
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
             names = [c for c in table.column_names if c not in self._timelines]
-            compressed.append(self._compress and not has_encoded_media(batch, names))
+            may_compress = self._compress and not has_encoded_media(batch, names)
+            compressed.append(may_compress)
+            # A batch's nbytes is the sum of its columns' (Arrow adds them up the same way);
+            # the columns of nulls, shared by many batches, are measured once.
+            for key in null_keys if may_compress else ():
+                if key not in null_bytes:
+                    null_bytes[key] = nulls[key].nbytes
+            sizes.append(sum(a.nbytes for a in own_arrays) + sum(null_bytes[k] for k in null_keys)
+                         if may_compress else None)
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
             row += table.num_rows
-        encoded = [] if whole else encode_batches(batches, compressed)
+        encoded = [] if whole else encode_batches(batches, compressed, sizes)
         header = RecordingHeader(
             format=RECORDING_FORMAT,
             format_version=RECORDING_FORMAT_VERSION,
@@ -563,11 +585,13 @@ def _with_digest(header: RecordingHeader, schema: pa.Schema, digest: str
     return header, schema.with_metadata({HEADER_KEY: header.to_bytes()})
 
 
-def _file_hashes(path: Path) -> tuple[str, bytes]:
+def _file_hashes(path: Path) -> tuple[str, bytes | None]:
     """The sha256 of a file written here and of each of its :data:`BLOCK_BYTES` blocks, in one
-    pass over its memory-mapped bytes (from the page cache). A large file's whole digest is
-    computed on a second thread meanwhile: hashlib frees the GIL, and the two digests are each
-    as costly as the other."""
+    pass over its memory-mapped bytes (from the page cache); the blocks' only for a file of
+    ``_written.BLOCK_DIGESTS_FROM_BYTES`` or more (None for a smaller one: registration stores
+    no block-hash object for it, and hashing its blocks cost as much as hashing it whole). A
+    large file's whole digest is computed on a second thread meanwhile: hashlib frees the GIL,
+    and the two digests are each as costly as the other."""
     with path.open("rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size == 0:
@@ -575,6 +599,11 @@ def _file_hashes(path: Path) -> tuple[str, bytes]:
         with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
             view = memoryview(mapped)
             try:
+                if size < _written.BLOCK_DIGESTS_FROM_BYTES:  # read here: tests lower it
+                    return hashlib.sha256(view).hexdigest(), None
+                if size <= BLOCK_BYTES:  # one block: its digest is the file's
+                    digest = hashlib.sha256(view)
+                    return digest.hexdigest(), digest.digest()
                 whole = hashlib.sha256()
                 digests = bytearray()
                 if size < _PARALLEL_HASH_BYTES:

@@ -38,6 +38,12 @@ BLOCK_BYTES: Final = 128 << 10
 """The block size of :attr:`WrittenFile.block_digests`: the catalog's default block size (a
 registration uses the writer's digests only when its block-hash objects use the same)."""
 
+BLOCK_DIGESTS_FROM_BYTES = 32 << 20
+"""The writer hashes the blocks of a file of this size or more only: the catalog's
+``PartPlan.blocks_from_bytes`` default, below which registration stores no block-hash object
+(a test checks that the two agree; a registration that wants one for a smaller file hashes its
+blocks from the file)."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WrittenFile:
@@ -47,7 +53,8 @@ class WrittenFile:
         identity: ``st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns`` of the file.
         sha256: of the whole file: its object name in a catalog.
         block_digests: the sha256 of each :data:`BLOCK_BYTES` block of the file, concatenated
-            (32 bytes each, the last block shorter).
+            (32 bytes each, the last block shorter); None for a file below
+            :data:`BLOCK_DIGESTS_FROM_BYTES`.
         schema: the file's Arrow schema (the header in its metadata, as the file holds it: kept
             as bytes, it costs a few kilobytes where the parsed header costs tens).
         timelines: the file's timeline columns, all its rows.
@@ -56,7 +63,7 @@ class WrittenFile:
 
     identity: tuple[int, int, int, int, int]
     sha256: str
-    block_digests: bytes
+    block_digests: bytes | None
     schema: pa.Schema
     timelines: pa.Table
     layout_bytes: int
@@ -71,7 +78,7 @@ def _identity(st: os.stat_result) -> tuple[int, int, int, int, int]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def remember_written(path: Path, *, sha256: str, block_digests: bytes, schema: pa.Schema,
+def remember_written(path: Path, *, sha256: str, block_digests: bytes | None, schema: pa.Schema,
                      timelines: pa.Table) -> None:
     """Record that this process wrote ``path`` (already validated and checksummed) as it is now,
     with what it wrote into it."""
@@ -79,7 +86,7 @@ def remember_written(path: Path, *, sha256: str, block_digests: bytes, schema: p
     key = os.fspath(path.absolute())
     written = WrittenFile(identity=_identity(path.stat()), sha256=sha256,
                           block_digests=block_digests, schema=schema, timelines=timelines,
-                          layout_bytes=len(block_digests) + timelines.get_total_buffer_size()
+                          layout_bytes=len(block_digests or b"") + timelines.get_total_buffer_size()
                           + len((schema.metadata or {}).get(HEADER_KEY, b""))
                           + 128 * len(schema) + 1024)
     with _LOCK:

@@ -185,3 +185,41 @@ def test_batches_encoded_on_threads_are_the_messages_encoded_one_by_one() -> Non
         assert got.is_compressed == want.is_compressed
         assert got.message.metadata.equals(want.message.metadata)
         assert got.message.body.equals(want.message.body)
+
+
+def test_batch_sizes_the_writer_adds_up_are_arrows_and_store_the_same_bytes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The writer gives each batch's ``nbytes`` as the sum of its columns' (the shared columns
+    of nulls measured once); Arrow's own walk of the batch finds the same, and so the same
+    batches are compressed as when each batch is measured."""
+    from rayform.recording import _writer
+    from rayform.recording._writer import RecordingWriter
+
+    given: list[tuple[pa.RecordBatch, int | None]] = []
+    encode = _writer.encode_batches
+
+    def recorded(batches, compress, nbytes=None):  # type: ignore[no-untyped-def]
+        given.extend(zip(batches, nbytes or [None] * len(batches), strict=True))
+        return encode(batches, compress, nbytes)
+
+    def write(name: str) -> bytes:
+        rng = np.random.default_rng(3)
+        with RecordingWriter(tmp_path / name, recording_id="ep") as rec:
+            for i, rows in enumerate((10, 10, 40, 300)):  # around MIN_COMPRESSED_BYTES
+                t = {"frame_index": np.arange(rows)}
+                rec.log_scalars(f"/e{i}", timelines=t, values=rng.integers(0, 9, (rows, 3)))
+                rec.log_columns(f"/t{i}", timelines=t, components={
+                    "TextDocument:text": [f"step {k}" for k in range(rows)]})
+            rec.log_encoded_images("/cam", timelines={"frame_index": np.arange(5)},
+                                   blobs=[b"\xff\xd8" + bytes(3000)] * 5, media_type="image/jpeg")
+            rec.log_static("/s", components={"Scalars:scalars": [1.0, 2.0]})
+        return (tmp_path / name).read_bytes()
+
+    monkeypatch.setattr(_writer, "encode_batches", recorded)
+    added_up = write("a.rfr")
+    measured = [(batch, size) for batch, size in given if size is not None]
+    assert len(measured) >= 8
+    assert all(size == batch.nbytes for batch, size in measured)
+    monkeypatch.setattr(_writer, "encode_batches",
+                        lambda batches, compress, nbytes=None: encode(batches, compress))
+    assert write("b.rfr") == added_up

@@ -15,6 +15,7 @@ from recording_factories import RecordingFactory
 from rayform.catalog import Catalog
 from rayform.catalog._registration import inspect_layer, store_layer
 from rayform.errors import CorruptRecordingError
+from rayform.recording import _written
 from rayform.recording._file import open_recording
 from rayform.recording._written import BLOCK_BYTES as WRITTEN_BLOCK_BYTES
 from rayform.recording._written import written_file
@@ -95,8 +96,9 @@ def test_a_damaged_native_source_is_refused_though_this_process_wrote_it(
 
 
 def test_the_writer_hands_over_the_block_digests_of_the_file_it_wrote(
-        recording_factory: RecordingFactory) -> None:
+        recording_factory: RecordingFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     assert WRITTEN_BLOCK_BYTES == BLOCK_BYTES, "registration would hash every file again"
+    monkeypatch.setattr(_written, "BLOCK_DIGESTS_FROM_BYTES", 0)
     path = recording_factory("ep", num_frames=3000)  # several blocks
     written = written_file(path)
     assert written is not None
@@ -108,6 +110,7 @@ def test_the_block_hash_object_of_a_moved_output_lists_the_stored_bytes(
         catalog: Catalog, recording_factory: RecordingFactory,
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)  # a block-hash object however small
+    monkeypatch.setattr(_written, "BLOCK_DIGESTS_FROM_BYTES", 0)
     path = recording_factory("ep", num_frames=3000)
     prepared = inspect_layer(path, source_uri=str(path), layer_name="base", converted=True)
     assert prepared.block_digests is not None
@@ -153,6 +156,7 @@ def test_a_checksum_computed_while_writing_gives_the_same_file(
     import rayform.recording._writer as writer
     from rayform.recording._checksum import verify_recording
 
+    monkeypatch.setattr(_written, "BLOCK_DIGESTS_FROM_BYTES", 0)
     serial = recording_factory("ep", num_frames=900, filename="serial.rfr")
     monkeypatch.setattr(writer, "_OVERLAPPED_CHECKSUM_BYTES", overlapped_from)
     path = recording_factory("ep", num_frames=900, filename="overlapped.rfr")
@@ -163,6 +167,29 @@ def test_a_checksum_computed_while_writing_gives_the_same_file(
     assert written is not None
     assert written.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
     assert written.block_digests == hash_blocks(path).digests
+
+
+def test_below_the_block_hash_bound_the_writer_hashes_the_file_once_and_registration_its_blocks(
+        catalog: Catalog, recording_factory: RecordingFactory,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file below the size from which registration stores a block-hash object (the writer's
+    bound is the catalog's) gets no block digests from its writer; a registration that stores
+    one for it all the same (the bound lowered) hashes its blocks from the file."""
+    assert _written.BLOCK_DIGESTS_FROM_BYTES == _parts.DEFAULT_BLOCKS_FROM_BYTES
+    path = recording_factory("ep", num_frames=3000)
+    assert 2 * BLOCK_BYTES < path.stat().st_size < _written.BLOCK_DIGESTS_FROM_BYTES
+    written = written_file(path)
+    assert written is not None and written.block_digests is None
+    assert written.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    monkeypatch.setattr(_parts, "DEFAULT_BLOCKS_FROM_BYTES", 0)
+    prepared = inspect_layer(path, source_uri=str(path), layer_name="base", converted=True)
+    assert prepared.source_sha256 == written.sha256 and prepared.block_digests is None
+    expected = hash_blocks(path)
+    stored = store_layer(catalog.store, prepared)
+    assert stored.layer.block_hashes is not None
+    listed = BlockHashes.from_bytes(
+        catalog.store.object_path(stored.layer.block_hashes).read_bytes(), source="t")
+    assert listed == expected
 
 
 def test_the_writer_refuses_logged_data_that_is_not_valid_arrow(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ from rayform.recording._columns import (
     TEXT_DOCUMENT,
 )
 from rayform.recording._file import PropertyValue
-from rayform.recording._writer import RecordingWriter, TimelineLike
+from rayform.recording._writer import RecordingWriter, TimelineLike, once_as_arrow
 
 FRAME_INDEX: Final = "frame_index"
 TIMESTAMP: Final = "timestamp"
@@ -80,6 +80,7 @@ def write_episode(out: Path, segment_id: str, *, parsed: ParsedExample, leaves: 
     timelines: dict[str, TimelineLike] = {FRAME_INDEX: frames}
     if rate_hz is not None:
         timelines[TIMESTAMP] = grid_ns(frames, rate_hz).astype("timedelta64[ns]")
+    timelines = once_as_arrow(timelines)
     with RecordingWriter(out, recording_id=segment_id, application_id="rlds") as rec:
         rec.set_properties(dataset=source.dataset, version=source.version, split=source.split,
                            episode_index=source.index, length=num_steps,

@@ -40,7 +40,7 @@ from rayform.importers.zarr._store import (
 )
 from rayform.recording._columns import IMAGE_BUFFER, IMAGE_FORMAT, SCALARS
 from rayform.recording._file import PropertyValue
-from rayform.recording._writer import RecordingWriter, TimelineLike
+from rayform.recording._writer import RecordingWriter, TimelineLike, once_as_arrow
 
 FRAME_INDEX: Final = "frame_index"
 TIMESTAMP: Final = "timestamp"
@@ -157,6 +157,7 @@ class ZarrImporter(Importer):
         elif self.fps is not None:
             timelines[TIMESTAMP] = grid_ns(frames, self.fps).astype("timedelta64[ns]")
             grid = GRID_FROM_RATE
+        timelines = once_as_arrow(timelines)
         with RecordingWriter(out, recording_id=segment_id, application_id="zarr") as rec:
             rec.set_properties(episode_index=episode, length=stop - start, source_store=path.name,
                                source_first_row=start)

@@ -137,8 +137,11 @@ def data_arrays(group: Any, path: Path) -> dict[str, Any]:
 class RowReader:
     """Rows ``[start, stop)`` of one array, read in whole chunks along the step axis.
 
-    Episodes are read in order, so each chunk is decompressed once: the rows of the last chunk
-    read that the next episode needs are kept.
+    Episodes are read in order, so each chunk is decompressed once: the chunks last read are
+    kept for the next episodes. An episode inside them is a view of them; one that runs past
+    them is copied once into an array of its own rows (its kept rows, then those of the chunks
+    read for it), and the new chunks are kept in their place: joining the kept and the new
+    chunks whole copied about twice the episode's bytes, more than zarr took to decompress them.
     """
 
     def __init__(self, array: Any, *, name: str, path: Path) -> None:
@@ -154,15 +157,19 @@ class RowReader:
         buffer = self._buffer
         end = self._start + (0 if buffer is None else len(buffer))
         if buffer is None or start < self._start or stop > end:
-            if buffer is not None and self._start <= start <= end:
+            if buffer is not None and self._start <= start < end:
                 keep, lo = buffer[start - self._start:], end
             else:
                 keep, lo = None, start // self._chunk * self._chunk
             hi = min(-(-stop // self._chunk) * self._chunk, self._rows)
             fresh = self._read(lo, hi)
-            buffer = fresh if keep is None or len(keep) == 0 else np.concatenate([keep, fresh])
-            self._buffer = buffer
-            self._start = start if keep is not None and len(keep) else lo
+            self._buffer, self._start = fresh, lo
+            if keep is not None:
+                rows = np.empty((stop - start, *fresh.shape[1:]), dtype=fresh.dtype)
+                rows[:len(keep)] = keep
+                rows[len(keep):] = fresh[:stop - lo]
+                return rows
+            buffer = fresh
         return buffer[start - self._start:stop - self._start]
 
     def _read(self, lo: int, hi: int) -> npt.NDArray[Any]:
