@@ -154,9 +154,11 @@ class PooledBatchCollator:
                 slot = None
                 if isinstance(leaf, torch.Tensor) and leaf.layout == torch.strided \
                         and not leaf.requires_grad and leaf.device.type == "cpu":
+                    # The leaf as its bytes lie (channels-last images: [N, H, W, C]).
                     order = memory_order(leaf)
                     stored = leaf if order is None else leaf.permute(order)
-                    lent = pool.lent_slot(leaf) if stored.is_contiguous() else None
+                    dense = stored.is_contiguous()
+                    lent = pool.lent_slot(leaf) if dense else None
                     if lent is not None:  # decoded into the slot: sent as it lies
                         used.append(lent)
                         out.append(_filled(lent, leaf.dtype, tuple(stored.shape), new_slots,
@@ -169,9 +171,7 @@ class PooledBatchCollator:
                     continue
                 used.append(slot)
                 # Copied as the bytes lie (channels-last images: one memcpy, not a transpose).
-                order = memory_order(leaf)
-                stored = leaf if order is None else leaf.permute(order)
-                if not stored.is_contiguous():
+                if not dense:
                     order, stored = None, leaf
                 shape = tuple(stored.shape)
                 slot.payload(leaf.dtype, shape).copy_(stored)
@@ -248,10 +248,7 @@ def sample_memory_order(tensors: Sequence[torch.Tensor]) -> tuple[int, ...] | No
 def batch_permutation(order: tuple[int, ...]) -> tuple[int, ...]:
     """The permutation from ``[N, *permuted sample]`` memory back to ``[N, *sample]`` for samples
     stacked in :func:`sample_memory_order` ``order``."""
-    inverse = [0] * len(order)
-    for position, dim in enumerate(order):
-        inverse[dim] = position
-    return (0, *(1 + p for p in inverse))
+    return (0, *(1 + p for p in inverse_order(list(order))))
 
 
 # ------------------------------------------------------------------------------ structure

@@ -601,9 +601,6 @@ def _file_hashes(path: Path) -> tuple[str, bytes | None]:
             try:
                 if size < _written.BLOCK_DIGESTS_FROM_BYTES:  # read here: tests lower it
                     return hashlib.sha256(view).hexdigest(), None
-                if size <= BLOCK_BYTES:  # one block: its digest is the file's
-                    digest = hashlib.sha256(view)
-                    return digest.hexdigest(), digest.digest()
                 whole = hashlib.sha256()
                 digests = bytearray()
                 if size < _PARALLEL_HASH_BYTES:
