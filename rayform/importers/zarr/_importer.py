@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import warnings
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final
 
@@ -136,38 +138,54 @@ class ZarrImporter(Importer):
             images = {name: _image_format(a, name) for name, a in arrays.items()}
             meta = _episode_metadata(group, len(ends))
             starts = np.concatenate(([0], ends[:-1]))
-            for episode in chosen:
-                segment_id = f"episode_{episode:06d}"
-                out = staging / f"{segment_id}.rfr"
-                self._write(out, segment_id, path, episode, int(starts[episode]),
-                            int(ends[episode]), readers, images, meta)
-                outputs.append(out)
+            plan = [int(e) for e in chosen]
+            ahead = _run_ends(plan, ends)
+
+            def rows_of(i: int) -> dict[str, npt.NDArray[Any]]:
+                first, stop = int(starts[plan[i]]), int(ends[plan[i]])
+                return {name: reader.take(first, stop, ahead=ahead[i])
+                        for name, reader in readers.items()}
+
+            # The next episode is read while one is written: zarr's decompression and the
+            # writer's compression, hashing and fsync each free the GIL, and a reader's rows
+            # stay as they are until its second read after them.
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rayform-zarr") as pool:
+                pending = pool.submit(rows_of, 0) if plan else None
+                for i, episode in enumerate(plan):
+                    assert pending is not None
+                    rows = pending.result()
+                    pending = pool.submit(rows_of, i + 1) if i + 1 < len(plan) else None
+                    segment_id = f"episode_{episode:06d}"
+                    out = staging / f"{segment_id}.rfr"
+                    self._write(out, segment_id, path, episode, int(starts[episode]), rows,
+                                images, meta)
+                    outputs.append(out)
         return outputs
 
-    def _write(self, out: Path, segment_id: str, path: Path, episode: int, start: int, stop: int,
-               readers: dict[str, RowReader], images: dict[str, dict[str, int | None] | None],
+    def _write(self, out: Path, segment_id: str, path: Path, episode: int, start: int,
+               arrays: dict[str, npt.NDArray[Any]],
+               images: dict[str, dict[str, int | None] | None],
                meta: dict[str, list[PropertyValue]]) -> None:
-        frames = np.arange(stop - start, dtype=np.int64)
+        length = len(next(iter(arrays.values())))
+        frames = np.arange(length, dtype=np.int64)
         timelines: dict[str, TimelineLike] = {FRAME_INDEX: frames}
         grid = GRID_NONE
-        if _TIMESTAMP_ARRAY in readers:
-            timelines[TIMESTAMP] = _source_times(readers[_TIMESTAMP_ARRAY].take(start, stop),
-                                                 path)
+        if _TIMESTAMP_ARRAY in arrays:
+            timelines[TIMESTAMP] = _source_times(arrays[_TIMESTAMP_ARRAY], path)
             grid = GRID_SOURCE
         elif self.fps is not None:
             timelines[TIMESTAMP] = grid_ns(frames, self.fps).astype("timedelta64[ns]")
             grid = GRID_FROM_RATE
         timelines = once_as_arrow(timelines)
         with RecordingWriter(out, recording_id=segment_id, application_id="zarr") as rec:
-            rec.set_properties(episode_index=episode, length=stop - start, source_store=path.name,
+            rec.set_properties(episode_index=episode, length=length, source_store=path.name,
                                source_first_row=start)
             rec.set_property(TIME_GRID_PROPERTY, grid)
             if self.fps is not None:
                 rec.set_property("fps", self.fps)
             for name, values in meta.items():
                 rec.set_property(name, values[episode])
-            for name, reader in readers.items():
-                rows = reader.take(start, stop)
+            for name, rows in arrays.items():
                 fmt = images[name]
                 if fmt is not None and name in self.image_dtype:
                     rows = _converted(rows, self.image_dtype[name], name, path)
@@ -181,6 +199,16 @@ class ZarrImporter(Importer):
                                 components={IMAGE_BUFFER: _pixel_rows(rows, name, path)})
                 rec.log_static(entity, components={
                     IMAGE_FORMAT: pa.array([[fmt]], pa.list_(IMAGE_FORMAT_TYPE))})
+
+
+def _run_ends(plan: list[int], ends: npt.NDArray[np.int64]) -> list[int]:
+    """For each planned episode, the end row of the run of consecutive episodes it starts
+    (the rows a reader may read ahead to: the next taken, in order)."""
+    out = [0] * len(plan)
+    for i in range(len(plan) - 1, -1, -1):
+        follows = i + 1 < len(plan) and plan[i + 1] == plan[i] + 1
+        out[i] = out[i + 1] if follows else int(ends[plan[i]])
+    return out
 
 
 def _report(caught: list[warnings.WarningMessage], path: Path) -> None:
@@ -219,7 +247,8 @@ def _converted(rows: npt.NDArray[Any], dtype: np.dtype[Any], name: str, path: Pa
 
 def _flat_rows(rows: npt.NDArray[Any]) -> pa.Array:
     n = len(rows)
-    flat = np.ascontiguousarray(rows).reshape(n, -1) if rows.ndim != 1 else rows[:, None]
+    width = math.prod(rows.shape[1:])  # not -1: an empty episode's rows have no size to divide
+    flat = np.ascontiguousarray(rows).reshape(n, width) if rows.ndim != 1 else rows[:, None]
     width = flat.shape[1]
     offsets = pa.array(np.arange(0, (n + 1) * width, width, dtype=np.int32))
     return pa.ListArray.from_arrays(offsets, pa.array(flat.reshape(-1)))

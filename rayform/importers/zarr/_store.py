@@ -7,6 +7,7 @@ exclusive end of each episode.
 
 from __future__ import annotations
 
+import math
 import sys
 import zipfile
 from collections.abc import Iterator
@@ -134,48 +135,112 @@ def data_arrays(group: Any, path: Path) -> dict[str, Any]:
     return arrays
 
 
+WINDOW_BYTES: Final = 4 << 20
+"""An array whose chunk holds fewer bytes is read this many bytes at a time (whole chunks): a
+zarr read costs about a millisecond however little it reads, and a replay buffer's
+low-dimensional arrays hold a few bytes a step."""
+
+
 class RowReader:
     """Rows ``[start, stop)`` of one array, read in whole chunks along the step axis.
 
-    Episodes are read in order, so each chunk is decompressed once: the chunks last read are
-    kept for the next episodes. An episode inside them is a view of them; one that runs past
-    them is copied once into an array of its own rows (its kept rows, then those of the chunks
-    read for it), and the new chunks are kept in their place: joining the kept and the new
-    chunks whole copied about twice the episode's bytes, more than zarr took to decompress them.
+    Episodes are read in order, so each chunk is decompressed once, by zarr straight into one
+    of two buffers of this reader's own, grown when an episode needs more (a fresh array per
+    read paid its page faults again, as much as the copy filling it). A read goes to the buffer
+    that does not hold the rows last returned, after the rows of those not yet taken (the rest
+    of the last chunk, copied once): every episode is one contiguous view, and the rows a
+    :meth:`take` returns stay as they are until the second read after it (an episode is read
+    while the one before it is written). Each buffer holds at most an episode and two chunks,
+    or :data:`WINDOW_BYTES` and a chunk: chunks of fewer bytes are read that many at a time.
     """
 
     def __init__(self, array: Any, *, name: str, path: Path) -> None:
         self._array = array
         self._name = name
         self._path = path
-        self._chunk = int(array.chunks[0]) or 1
         self._rows = int(array.shape[0])
-        self._buffer: npt.NDArray[Any] | None = None
+        chunk = int(array.chunks[0]) or 1
+        self._dtype = np.dtype(array.dtype)
+        self._row_shape = tuple(int(n) for n in array.shape[1:])
+        row_bytes = max(1, self._dtype.itemsize * math.prod(self._row_shape))
+        self._chunk = chunk
+        self._window = max(1, WINDOW_BYTES // (chunk * row_bytes)) * chunk
+        self._buffers: list[npt.NDArray[Any] | None] = [None, None]
+        self._current = 0  # the buffer holding rows [self._start, self._end)
         self._start = 0
+        self._end = 0
 
-    def take(self, start: int, stop: int) -> npt.NDArray[Any]:
-        buffer = self._buffer
-        end = self._start + (0 if buffer is None else len(buffer))
-        if buffer is None or start < self._start or stop > end:
-            if buffer is not None and self._start <= start < end:
-                keep, lo = buffer[start - self._start:], end
-            else:
-                keep, lo = None, start // self._chunk * self._chunk
-            hi = min(-(-stop // self._chunk) * self._chunk, self._rows)
-            fresh = self._read(lo, hi)
-            self._buffer, self._start = fresh, lo
-            if keep is not None:
-                rows = np.empty((stop - start, *fresh.shape[1:]), dtype=fresh.dtype)
-                rows[:len(keep)] = keep
-                rows[len(keep):] = fresh[:stop - lo]
-                return rows
-            buffer = fresh
+    def take(self, start: int, stop: int, *, ahead: int | None = None) -> npt.NDArray[Any]:
+        """Rows ``[start, stop)``, a view valid until the second read after this call.
+
+        ``ahead``: the rows up to it are the next to be taken, in order (read them with these
+        when their chunks are small, none past it); default ``stop``.
+        """
+        if not self._start <= start <= stop <= self._end or self._buffers[self._current] is None:
+            self._refill(start, stop, max(stop, stop if ahead is None else ahead))
+        buffer = self._buffers[self._current]
+        assert buffer is not None
         return buffer[start - self._start:stop - self._start]
 
-    def _read(self, lo: int, hi: int) -> npt.NDArray[Any]:
+    def _refill(self, start: int, stop: int, ahead: int) -> None:
+        """Fill the other buffer with rows ``[start, hi)``: those of ``[start, self._end)`` held
+        now, then whole chunks read up to at least ``stop`` (and to ``ahead`` within the
+        window)."""
+        kept = self._buffers[self._current]
+        if kept is not None and self._start <= start < self._end:
+            lo, first = start, self._end
+        else:
+            lo = first = start // self._chunk * self._chunk
+        want = max(stop, min(ahead, first + self._window))
+        hi = min(self._rows, -(-want // self._chunk) * self._chunk)
+        other = 1 - self._current
+        buffer = self._buffers[other]
+        if buffer is None or len(buffer) < hi - lo:
+            self._buffers[other] = None  # freed before its successor is allocated
+            buffer = np.empty((hi - lo, *self._row_shape), dtype=self._dtype)
+            self._buffers[other] = buffer
+        if first > lo:
+            assert kept is not None
+            buffer[:first - lo] = kept[lo - self._start:first - self._start]
+        self._read(first, hi, buffer[first - lo:hi - lo])
+        self._current, self._start, self._end = other, lo, hi
+
+    def _read(self, lo: int, hi: int, out: npt.NDArray[Any]) -> None:
+        """Rows ``[lo, hi)`` (whole chunks) into ``out``.
+
+        Raises:
+            CorruptRecordingError: a chunk cannot be read; the message names its rows.
+        """
         try:
-            return np.asarray(self._array[lo:hi])
+            self._fill(lo, hi, out)
         except READ_ERRORS as err:
+            bad, error = lo, err
+            for bad in range(lo, hi, self._chunk):  # which chunk: read them one by one
+                end = min(bad + self._chunk, hi)
+                try:
+                    self._fill(bad, end, out[bad - lo:end - lo])
+                except READ_ERRORS as chunk_err:
+                    error = chunk_err
+                    break
+            end = min(bad + self._chunk, hi)
             raise CorruptRecordingError(
-                f"{self._path}: data/{self._name} rows {lo}..{hi} cannot be read ({err!r}); a "
-                "chunk is truncated or damaged") from err
+                f"{self._path}: data/{self._name} rows {bad}..{end} cannot be read ({error!r}); "
+                "a chunk is truncated or damaged") from err
+
+    def _fill(self, lo: int, hi: int, out: npt.NDArray[Any]) -> None:
+        if lo == hi:
+            return
+        if self._dtype.kind in _FIXED_KINDS:
+            self._array.get_basic_selection(slice(lo, hi), out=_nd_buffer(out))
+        else:  # variable-length values: zarr fills no buffer of ours
+            out[...] = np.asarray(self._array[lo:hi])
+
+
+_FIXED_KINDS: Final = frozenset("biufcmMV")
+
+
+def _nd_buffer(values: npt.NDArray[Any]) -> Any:
+    """``values`` as the output buffer zarr's reads fill in place (no copy)."""
+    from zarr.buffer.cpu import NDBuffer
+
+    return NDBuffer.from_numpy_array(values)

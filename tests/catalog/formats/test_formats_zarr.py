@@ -203,6 +203,7 @@ def test_lossy_declared_dtype_is_refused(tmp_path: Path, catalog: Catalog,
 
 @pytest.mark.parametrize(("damage", "message"), [
     ("truncate_chunk", r"data/state rows 0\.\.3 cannot be read"),
+    ("truncate_late_chunk", r"data/state rows 6\.\.9 cannot be read"),
     ("delete_chunk", r"data/state has 3 of its 4 chunks"),
     ("bad_ends", r"the last of meta/episode_ends is 11 but the data arrays have 12 rows"),
     ("decreasing_ends", r"must be non-decreasing"),
@@ -215,6 +216,9 @@ def test_damaged_stores_get_a_format_error_naming_the_store(tmp_path: Path, cata
     chunk = path / "data" / "state" / "0.0"
     if damage == "truncate_chunk":
         chunk.write_bytes(chunk.read_bytes()[:10])
+    elif damage == "truncate_late_chunk":  # read with others ahead (or on the reading thread)
+        late = path / "data" / "state" / "2.0"
+        late.write_bytes(late.read_bytes()[:10])
     elif damage == "delete_chunk":
         chunk.unlink()
     elif damage in ("bad_ends", "decreasing_ends"):
@@ -228,7 +232,7 @@ def test_damaged_stores_get_a_format_error_naming_the_store(tmp_path: Path, cata
         ds.register(path)
     assert str(path) in str(info.value)
     assert ds.segment_ids() == []
-    if damage in ("truncate_chunk", "delete_chunk", "bad_metadata"):
+    if damage in ("truncate_chunk", "truncate_late_chunk", "delete_chunk", "bad_metadata"):
         assert isinstance(info.value, CorruptRecordingError)
 
 
@@ -279,34 +283,121 @@ def test_truncated_zip_and_missing_zarr_package(tmp_path: Path, catalog: Catalog
 
 
 class _CountingArray:
-    """An array that records which rows each read asked for."""
+    """An array that records which rows each read asked for (zarr's read into a given buffer)."""
 
     def __init__(self, values: np.ndarray, chunk: int) -> None:
         self.values, self.chunks, self.shape = values, (chunk,), values.shape
+        self.dtype = values.dtype
         self.reads: list[tuple[int, int]] = []
 
-    def __getitem__(self, key: slice) -> np.ndarray:
+    def get_basic_selection(self, key: slice, *, out: object) -> None:
         self.reads.append((key.start, key.stop))
-        return self.values[key]
+        out.as_numpy_array()[...] = self.values[key]  # type: ignore[attr-defined]
 
 
-def test_row_reader_decompresses_each_chunk_once_and_keeps_little() -> None:
+def _chunk_by_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers made after this read no chunk ahead of the rows asked for (every test chunk
+    holds fewer bytes than the read-ahead window)."""
+    from rayform.importers.zarr import _store
+
+    monkeypatch.setattr(_store, "WINDOW_BYTES", 0)
+
+
+def test_row_reader_decompresses_each_chunk_once_and_keeps_little(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     from rayform.importers.zarr._store import RowReader
 
+    _chunk_by_chunk(monkeypatch)
     values = np.arange(100)
     array = _CountingArray(values, chunk=7)
     reader = RowReader(array, name="x", path=Path("store.zarr"))
-    ends = np.cumsum([3, 11, 1, 20, 6, 30, 29])
+    lengths = [3, 11, 1, 0, 20, 6, 30, 29]
     start = 0
-    for end in ends:
-        np.testing.assert_array_equal(reader.take(start, int(end)), values[start:end])
-        # Only the chunks last read are kept, whole (an episode past them was copied into an
-        # array of its own rows, not joined to them).
-        assert len(reader._buffer) <= (end - start) + 7  # type: ignore[arg-type]
-        assert reader._start % 7 == 0
-        start = int(end)
+    for length in lengths:
+        np.testing.assert_array_equal(reader.take(start, start + length),
+                                      values[start:start + length])
+        # Two buffers, each at most an episode and two chunks: the rest of the last chunk
+        # read, then the chunks read for this episode.
+        assert all(len(b) <= max(lengths) + 2 * 7 for b in reader._buffers if b is not None)
+        start += length
     covered = [r for lo, hi in array.reads for r in range(lo, hi)]
     assert covered == list(range(100))  # every row read once, in order
+    assert all(lo % 7 == 0 for lo, _ in array.reads)  # in whole chunks
+
+
+def test_row_reader_rows_outlive_the_next_read_and_buffers_are_reused(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The importer reads an episode while the one before it is written: the rows a take
+    returned stay as they are through the next take, and the reads go to two buffers of the
+    reader's own, not to a fresh array each."""
+    from rayform.importers.zarr._store import RowReader
+
+    _chunk_by_chunk(monkeypatch)
+    values = np.arange(400 * 3).reshape(400, 3)
+    reader = RowReader(_CountingArray(values, chunk=7), name="x", path=Path("store.zarr"))
+    buffers: set[int] = set()
+    previous: tuple[np.ndarray, int, int] | None = None
+    for start in range(0, 400, 8):
+        rows = reader.take(start, start + 8)
+        np.testing.assert_array_equal(rows, values[start:start + 8])
+        if previous is not None:
+            kept, lo, hi = previous
+            np.testing.assert_array_equal(kept, values[lo:hi])  # still as it was
+        previous = rows, start, start + 8
+        buffers |= {id(b) for b in reader._buffers if b is not None}
+    assert len(buffers) <= 4  # grown a few times at most, never one per episode
+
+
+def test_row_reader_reads_small_chunks_ahead_but_not_past_the_episodes_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zarr read costs about a millisecond however little it reads: an array of few bytes a
+    step is read ahead, in one read for many episodes, up to the rows the importer will ask
+    for next (``ahead``) and no further."""
+    from rayform.importers.zarr import _store
+
+    monkeypatch.setattr(_store, "WINDOW_BYTES", 7 * 8 * 4)  # four chunks of 7 int64 rows
+    values = np.arange(100, dtype=np.int64)
+    array = _CountingArray(values, chunk=7)
+    reader = _store.RowReader(array, name="x", path=Path("store.zarr"))
+    for lo, hi in ((0, 3), (3, 9), (9, 20)):
+        np.testing.assert_array_equal(reader.take(lo, hi, ahead=24), values[lo:hi])
+    assert array.reads == [(0, 28)]  # one read: ahead=24, in whole chunks, within the window
+    np.testing.assert_array_equal(reader.take(20, 24, ahead=24), values[20:24])
+    np.testing.assert_array_equal(reader.take(50, 52, ahead=90), values[50:52])
+    np.testing.assert_array_equal(reader.take(52, 90, ahead=90), values[52:90])
+    assert array.reads == [(0, 28), (49, 77), (77, 91)]  # the window, then what was left
+
+
+def test_episodes_read_chunk_by_chunk_equal_zarrs_read(tmp_path: Path, catalog: Catalog,
+                                                       own_registry: None,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Episodes spanning several chunks, ending inside one, empty, or picked out of order, read
+    a chunk at a time (as large images are) on the reading thread, equal zarr's own read; an
+    empty episode (two equal ends) is an empty segment."""
+    _chunk_by_chunk(monkeypatch)
+    lengths = [2, 9, 0, 1, 4, 7, 3]
+    # (seed 3: no chunk of n_contacts all zeros, which zarr would not store)
+    arrays = write_replay_buffer(str(tmp_path / "b.zarr"), lengths, chunk_rows=3, seed=3)
+    chosen = [0, 1, 2, 3, 4, 6, 5]
+    register_importer(ZarrImporter(fps=10, episodes=chosen))
+    ds = catalog.create_dataset("b")
+    ds.register(tmp_path / "b.zarr")
+    starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    props = _properties(ds)
+    for episode in chosen:
+        start, length = int(starts[episode]), lengths[episode]
+        segment = f"episode_{episode:06d}"
+        assert props[segment]["length"] == length
+        if length == 0:
+            continue
+        for name, values in arrays.items():
+            rows = values[start:start + length].reshape(length, -1)
+            got = _pixels(ds, segment, name, "<f4") if name == "img" \
+                else _values(ds, segment, f"/{name}:Scalars:scalars").astype(values.dtype)
+            assert got.tobytes() == rows.tobytes(), (episode, name)
+        np.testing.assert_array_equal(
+            ds.open_segment(segment).column("/state:Scalars:scalars", "timestamp").index,
+            np.arange(length) * 100_000_000)
 
 
 def test_mutated_metadata_never_escapes_as_a_raw_error(tmp_path: Path) -> None:
