@@ -69,7 +69,8 @@ class ZarrImporter(Importer):
     ``image_dtype`` stores them at another dtype when every value converts exactly. A
     ``data/timestamp`` array (seconds) becomes the ``timestamp`` timeline; otherwise ``fps``
     gives one on the exact grid ``frame_index * round(1e9 / fps)``.
-    Episodes are read one at a time, each chunk decompressed once.
+    Episodes are read in order, each chunk decompressed once, the next episode read (on a
+    thread of its own) while one is written: at most two episodes' rows are held.
 
     Args:
         fps: the step rate (Diffusion Policy's stores declare none; PushT runs at 10 Hz).

@@ -400,6 +400,29 @@ def test_episodes_read_chunk_by_chunk_equal_zarrs_read(tmp_path: Path, catalog: 
             np.arange(length) * 100_000_000)
 
 
+def test_episodes_are_read_on_a_thread_beside_the_writer(tmp_path: Path, catalog: Catalog,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every episode's rows are read on the reading thread (the next one while the main thread
+    writes the one before), none on the writing thread."""
+    import threading
+
+    from rayform.importers.zarr import _store
+
+    readers: list[str] = []
+    take = _store.RowReader.take
+
+    def recording_take(self: _store.RowReader, start: int, stop: int, *,
+                       ahead: int | None = None) -> np.ndarray:
+        readers.append(threading.current_thread().name)
+        return take(self, start, stop, ahead=ahead)
+
+    monkeypatch.setattr(_store.RowReader, "take", recording_take)
+    write_replay_buffer(str(tmp_path / "b.zarr"), LENGTHS)
+    catalog.create_dataset("b").register(tmp_path / "b.zarr")
+    assert len(readers) == 5 * len(LENGTHS)  # five arrays, each episode
+    assert all(name.startswith("rayform-zarr") for name in readers), set(readers)
+
+
 def test_mutated_metadata_never_escapes_as_a_raw_error(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     path = tmp_path / "b.zarr"
