@@ -20,13 +20,14 @@ uncompressed batch is read in place from the memory-mapped file. Every other bat
 with zstd (smaller than lz4 on robot data by about a third, see docs/catalog.md) unless that
 saves less than a tenth of its bytes, or the batch holds less than :data:`MIN_COMPRESSED_BYTES`
 (its null columns included): Arrow compresses each buffer apart, at a fixed cost of ~15 µs a
-buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
-so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
-outweighs. A large batch is first tried on a sample of its largest buffer (noise-like pixels
-do not compress, and compressing them in full cost more than writing them). Compression of one
-batch runs on one thread (``use_threads=False``): Arrow's pool took longer to hand the buffers
-out than to compress them; a recording's batches are encoded on two threads when they hold
-enough to compress (:func:`encode_batches`).
+buffer (a zstd context each; the all-zero buffers of null columns are compressed once per
+length), and a batch carries three buffers per column of the wide schema, so compressing a few
+kilobytes cost milliseconds to save bytes that the file's own framing outweighs. A large batch
+is first tried on a sample of its largest buffer (noise-like pixels do not compress, and
+compressing them in full cost more than writing them). Compression of one batch runs on one
+thread (``use_threads=False``): Arrow's pool took longer to hand the buffers out than to
+compress them; a recording's batches are encoded on two threads when they hold enough to
+compress (:func:`encode_batches`).
 """
 
 from __future__ import annotations
