@@ -172,3 +172,17 @@ def test_view_types_are_left_to_pyarrow() -> None:
     encoded = encode_batch(batch, compress=True)
     assert encoded.is_compressed
     assert encoded.message.serialize().to_pybytes() == _pyarrows(batch)
+
+
+def test_zero_buffers_past_the_kept_frames_are_still_pyarrows(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kept frames of all-zero buffers are dropped when full and made again."""
+    from rayform.recording import _compressed_message
+
+    monkeypatch.setattr(_compressed_message, "_MAX_KEPT_ZERO_FRAMES", 3)
+    monkeypatch.setattr(_compressed_message, "_ZERO_FRAMES", {})
+    for rows in range(100, 120):
+        batch = pa.record_batch({"n": pa.nulls(rows, pa.list_(pa.float32())),
+                                 "z": pa.array(np.zeros(rows + 7, np.int32)[7:])})
+        assert _laid_out(batch) == _pyarrows(batch)
+    assert 0 < len(_compressed_message._ZERO_FRAMES) <= 3
