@@ -1,4 +1,4 @@
-"""A record batch's zstd-compressed IPC message, laid out here byte for byte as pyarrow's writer lays it.
+"""A record batch's zstd-compressed IPC message, laid out byte for byte as pyarrow's writer lays it.
 
 pyarrow's stream writer compresses every buffer of a batch apart, each with a zstd context of
 its own (some 30 µs a buffer whatever its size), and a batch of a recording's wide schema holds
@@ -8,8 +8,10 @@ buffers of sliced arrays), then:
 
 1. its metadata is read: the row count, the ``FieldNode`` structs and where each buffer lies;
 2. each non-empty buffer becomes its uncompressed length (int64, little-endian) followed by its
-   zstd frame at Arrow's default level, from the same codec; an all-zero buffer of a length
-   already met is not compressed again (its frame is kept, :data:`_MAX_KEPT_ZERO_FRAMES` of them);
+   zstd frame at Arrow's default level, from the same codec, even where the frame is the larger
+   (pyarrow sets no minimum saving, so Arrow's ``-1`` prefix of a buffer kept raw never occurs);
+   an all-zero buffer of a length already met is not compressed again (its frame is kept,
+   :data:`_MAX_KEPT_ZERO_FRAMES` of them);
 3. the body is those buffers in order, each padded with zeros to 8 bytes (an empty buffer takes
    no bytes), and the metadata a ``RecordBatch`` flatbuffer with the same nodes, the new buffer
    extents and ``BodyCompression{codec: ZSTD, method: BUFFER}``, built the way flatbuffers' C++
@@ -62,7 +64,7 @@ def compressed_message(plain: pa.Message) -> pa.Message | None:
         return None
     length, nodes, count, extents = parts
     body = memoryview(plain.body)
-    pieces: list[bytes | memoryview] = []
+    pieces: list[bytes] = []
     buffers: list[int] = []
     at = 0
     for i in range(count):
@@ -128,7 +130,7 @@ def _record_batch_parts(metadata: bytes) -> tuple[int, bytes, int, tuple[int, ..
             or _field(metadata, message, _MESSAGE_CUSTOM_METADATA):
         return None
     batch = header + _u32(metadata, header)
-    if _field(metadata, batch, _BATCH_COMPRESSION) or _field(metadata, batch, _BATCH_VARIADIC_COUNTS):
+    if any(_field(metadata, batch, i) for i in (_BATCH_COMPRESSION, _BATCH_VARIADIC_COUNTS)):
         return None
     at = _field(metadata, batch, _BATCH_LENGTH)
     length: int = struct.unpack_from("<q", metadata, at)[0] if at else 0
