@@ -10,8 +10,9 @@ buffers of sliced arrays), then:
 2. each non-empty buffer becomes its uncompressed length (int64, little-endian) followed by its
    zstd frame at Arrow's default level, from the same codec, even where the frame is the larger
    (pyarrow sets no minimum saving, so Arrow's ``-1`` prefix of a buffer kept raw never occurs);
-   an all-zero buffer of a length already met is not compressed again (its frame is kept,
-   :data:`_MAX_KEPT_ZERO_FRAMES` of them);
+   a buffer equal to an earlier one of the batch (the list offsets of an entity's columns) and
+   an all-zero buffer of a length already met are not compressed again (the frames of zeros are
+   kept across batches, :data:`_MAX_KEPT_ZERO_FRAMES` of them);
 3. the body is those buffers in order, each padded with zeros to 8 bytes (an empty buffer takes
    no bytes), and the metadata a ``RecordBatch`` flatbuffer with the same nodes, the new buffer
    extents and ``BodyCompression{codec: ZSTD, method: BUFFER}``, built the way flatbuffers' C++
@@ -36,6 +37,7 @@ _ALIGNMENT: Final = 8
 _PADDING: Final = bytes(_ALIGNMENT)
 _ZEROS: Final = bytes(1 << 20)
 _MAX_KEPT_ZERO_FRAMES: Final = 4096
+_GLANCE_BYTES: Final = 32
 _ZERO_FRAMES: dict[int, bytes] = {}
 """Length of an all-zero buffer -> its stored form (length prefix and zstd frame)."""
 
@@ -66,13 +68,27 @@ def compressed_message(plain: pa.Message) -> pa.Message | None:
     body = memoryview(plain.body)
     pieces: list[bytes] = []
     buffers: list[int] = []
+    met: dict[tuple[int, bytes, bytes], tuple[int, bytes]] = {}  # a glance -> (offset, stored)
     at = 0
     for i in range(count):
         offset, size = extents[2 * i], extents[2 * i + 1]
         if size == 0:
             buffers += (at, 0)
             continue
-        stored = _stored_buffer(body[offset: offset + size])
+        data = body[offset: offset + size]
+        if size <= len(_ZEROS) and _ZEROS.startswith(data):
+            stored = _zero_frame(size)
+        else:
+            # Columns of one entity share their list offsets: a buffer equal to one before it
+            # (compared in full when its length and ends match) has the same frame.
+            glance = (size, data[:_GLANCE_BYTES].tobytes(), data[-_GLANCE_BYTES:].tobytes())
+            earlier = met.get(glance)
+            if earlier is not None and plain.body.slice(earlier[0], size).equals(
+                    plain.body.slice(offset, size)):
+                stored = earlier[1]
+            else:
+                stored = _prefixed(data)
+                met.setdefault(glance, (offset, stored))
         pieces.append(stored)
         padding = -len(stored) % _ALIGNMENT
         if padding:
@@ -87,20 +103,18 @@ def compressed_message(plain: pa.Message) -> pa.Message | None:
     return pa.ipc.read_message(pa.py_buffer(b"".join([head, *pieces])))
 
 
-def _stored_buffer(data: memoryview) -> bytes:
-    """A buffer as a compressed IPC body holds it: its length, then its zstd frame."""
-    size = len(data)
-    if size <= len(_ZEROS) and _ZEROS.startswith(data):
-        stored = _ZERO_FRAMES.get(size)
-        if stored is None:
-            if len(_ZERO_FRAMES) >= _MAX_KEPT_ZERO_FRAMES:
-                _ZERO_FRAMES.clear()
-            stored = _ZERO_FRAMES[size] = _prefixed(data)
-        return stored
-    return _prefixed(data)
+def _zero_frame(size: int) -> bytes:
+    """The stored form of ``size`` zero bytes, kept for the next batch."""
+    stored = _ZERO_FRAMES.get(size)
+    if stored is None:
+        if len(_ZERO_FRAMES) >= _MAX_KEPT_ZERO_FRAMES:
+            _ZERO_FRAMES.clear()
+        stored = _ZERO_FRAMES[size] = _prefixed(memoryview(_ZEROS)[:size])
+    return stored
 
 
 def _prefixed(data: memoryview) -> bytes:
+    """A buffer as a compressed IPC body holds it: its length, then its zstd frame."""
     frame: bytes = _CODEC.compress(data, asbytes=True)
     return struct.pack("<q", len(data)) + frame
 

@@ -111,6 +111,13 @@ def _nested_sliced() -> pa.RecordBatch:
     return pa.record_batch({"lists": lists, "points": points}).slice(13, 101)
 
 
+def _alike_at_the_ends() -> pa.RecordBatch:
+    values = np.arange(1000, dtype=np.int64) % 7
+    other = values.copy()
+    other[500] = 99
+    return pa.record_batch({"a": pa.array(values), "b": pa.array(other), "c": pa.array(values)})
+
+
 _TABLE: dict[str, Callable[[], pa.RecordBatch]] = {
     "numbers with nulls": lambda: pa.record_batch({
         "a": pa.array([1, None, 3] * 100, pa.int64()), "f": pa.array(np.linspace(0, 1, 300))}),
@@ -131,6 +138,10 @@ _TABLE: dict[str, Callable[[], pa.RecordBatch]] = {
         "b": pa.array([True, False, None] * 30), "s": pa.array(["x", None, "yz"] * 30)}
     ).slice(5, 61),
     "sliced to nothing": lambda: pa.record_batch({"a": pa.array([1, 2, 3])}).slice(3, 0),
+    "columns sharing their list offsets and values": lambda: pa.record_batch({
+        f"l{i}": pa.array([[float(k)] for k in range(500)], pa.list_(pa.float32()))
+        for i in range(4)}),
+    "buffers alike at their ends only": _alike_at_the_ends,
     "union": lambda: pa.record_batch({"u": pa.UnionArray.from_sparse(
         pa.array([0, 1, 0], pa.int8()), [pa.array([1, 2, 3]), pa.array(["a", "b", "c"])])}),
 }
