@@ -7,7 +7,10 @@ one compression to all batches, so the file is laid out here from pyarrow's own 
 1. the file magic, the schema message and the footer, taken from a file pyarrow writes with the
    same schema and one empty batch per real batch (the footer is a flatbuffer whose
    ``recordBatches`` vector of fixed-size ``Block`` structs is the only part that changes);
-2. each batch message as pyarrow's stream writer encodes it, with zstd or without compression;
+2. each batch message as pyarrow's stream writer encodes it, with zstd or without compression
+   (a compressed one laid out by :mod:`rayform.recording._compressed_message`, byte for byte the
+   same, when it can: most buffers of a wide batch are the zeros of columns of nulls, which
+   pyarrow compresses afresh each time);
 3. the footer with each ``Block`` (offset, metadata length, body length) set to where the batch
    was written.
 
@@ -17,13 +20,14 @@ uncompressed batch is read in place from the memory-mapped file. Every other bat
 with zstd (smaller than lz4 on robot data by about a third, see docs/catalog.md) unless that
 saves less than a tenth of its bytes, or the batch holds less than :data:`MIN_COMPRESSED_BYTES`
 (its null columns included): Arrow compresses each buffer apart, at a fixed cost of ~15 µs a
-buffer (a zstd context each), and a batch carries three buffers per column of the wide schema,
-so compressing a few kilobytes cost milliseconds to save bytes that the file's own framing
-outweighs. A large batch is first tried on a sample of its largest buffer (noise-like pixels
-do not compress, and compressing them in full cost more than writing them). Compression of one
-batch runs on one thread (``use_threads=False``): Arrow's pool took longer to hand the buffers
-out than to compress them; a recording's batches are encoded on two threads when they hold
-enough to compress (:func:`encode_batches`).
+buffer (a zstd context each; the all-zero buffers of null columns are compressed once per
+length), and a batch carries three buffers per column of the wide schema, so compressing a few
+kilobytes cost milliseconds to save bytes that the file's own framing outweighs. A large batch
+is first tried on a sample of its largest buffer (noise-like pixels do not compress, and
+compressing them in full cost more than writing them). Compression of one batch runs on one
+thread (``use_threads=False``): Arrow's pool took longer to hand the buffers out than to
+compress them; a recording's batches are encoded on two threads when they hold enough to
+compress (:func:`encode_batches`).
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from typing import Final
 import pyarrow as pa
 
 from rayform.recording._columns import ENCODED_IMAGE_BLOB, VIDEO_SAMPLE
+from rayform.recording._compressed_message import compressed_message
 
 COMPRESSION: Final = "zstd"
 # Components whose values are already encoded (compressed) media: their batches stay as-is.
@@ -83,14 +88,17 @@ def encode_batch(batch: pa.RecordBatch, *, compress: bool, nbytes: int | None = 
     buffer of a wide batch to find it took longer than the rest of an uncompressed batch's
     encoding.
     """
+    plain = pa.ipc.read_message(batch.serialize())
     if compress:
         if nbytes is None:
             nbytes = batch.nbytes  # not free on a wide batch: it walks every buffer
         if nbytes >= MIN_COMPRESSED_BYTES and _sample_compresses(batch, nbytes=nbytes):
-            message = _message(batch, _COMPRESSED)
+            message = compressed_message(plain)
+            if message is None:
+                message = _message(batch, _COMPRESSED)
             if message.body.size <= (1 - _MIN_SAVINGS) * nbytes:
                 return EncodedBatch(message, is_compressed=True)
-    return EncodedBatch(pa.ipc.read_message(batch.serialize()), is_compressed=False)
+    return EncodedBatch(plain, is_compressed=False)
 
 
 ENCODE_THREADS: Final = 2
