@@ -61,7 +61,7 @@ from rayform.dataloader._field_extent import FieldExtent, field_extent
 from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._row_tables import RowTable, output_positions
-from rayform.dataloader._sample_batch import SampleBatch
+from rayform.dataloader._sample_batch import DeferredSamples, SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
@@ -266,17 +266,16 @@ class SamplePipeline:
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
         columns = self._process_columns(indices, decode_errors=decode_errors)
-        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
+        return _sample_batch(columns)
 
     def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
                                   ) -> list[Sample]:
         """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``);
         a :class:`SampleBatch` (collated without a stack) when none failed."""
         columns = self._process_columns(indices, decode_errors=None)
-        samples = columns.samples()
         if not columns.failed:
-            return SampleBatch(samples, columns.collated if columns.size else None)
-        return [s for i, s in enumerate(samples) if i not in columns.failed]
+            return _sample_batch(columns)
+        return [s for i, s in enumerate(columns.samples()) if i not in columns.failed]
 
     def _process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
                          decode_errors: DecodeErrorPolicy | None) -> BlockColumns:
@@ -751,6 +750,13 @@ class TaskRun:
             assert result is not None
             done.append((task, result))
         return done
+
+
+def _sample_batch(columns: BlockColumns) -> SampleBatch:
+    """The block's samples, their dicts made only when read (a collator that takes the collated
+    batch never makes them), and the batch collated without a stack."""
+    deferred = DeferredSamples(size=columns.size, make=columns.samples, values=columns.values)
+    return SampleBatch(deferred, columns.collated if columns.size else None)
 
 
 def _complete(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:
