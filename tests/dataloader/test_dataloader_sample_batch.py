@@ -245,14 +245,15 @@ def test_deferred_samples_are_made_once_when_the_list_is_first_read() -> None:
     # every way of reading the list sees the dicts (list's C code reads items directly)
     reads = [
         lambda b: list(b), lambda b: [*b], lambda b: b[:], lambda b: list(reversed(b))[::-1],
-        lambda b: [{"y": 0}] + b, lambda b: b + [], lambda b: b.copy(), lambda b: tuple(b),
+        lambda b: [{"y": 0}] + b, lambda b: b + [],  # noqa: RUF005 (list concatenation itself)
+        lambda b: b.copy(), lambda b: tuple(b),
         lambda b: pickle.loads(pickle.dumps(b)), lambda b: copy.copy(b),
         lambda b: [s for s in b], lambda b: [s for (s,) in zip(b, strict=True)],
     ]
     for read in reads:
         assert [s for s in read(fresh()) if "x" in s] == [{"x": 0}, {"x": 1}, {"x": 2}]
     assert fresh() == [{"x": 0}, {"x": 1}, {"x": 2}]
-    assert [{"x": 0}, {"x": 1}, {"x": 2}] == fresh()
+    assert [{"x": 0}, {"x": 1}, {"x": 2}] == fresh()  # noqa: SIM300 (list's == on the left)
     assert {"x": 2} in fresh() and fresh().index({"x": 1}) == 1
     assert torch.equal(default_collate(fresh())["x"], torch.tensor([0, 1, 2]))
     grown = fresh()
