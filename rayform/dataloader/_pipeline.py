@@ -58,7 +58,13 @@ from rayform.dataloader._decode_policy import (
 )
 from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
-from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
+from rayform.dataloader._gather import (
+    GatheredBlobs,
+    dense_column,
+    dense_values,
+    gather_arrow,
+    gather_blob_views,
+)
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._row_tables import RowTable, output_positions
 from rayform.dataloader._sample_batch import DeferredSamples, SampleBatch
@@ -445,17 +451,18 @@ class SamplePipeline:
                 if decoded is not None and in_order:  # request i (sorted) is row order[i]
                     decoded = TensorRows(decoded.tensor, order)
             if decoded is None:  # the decoder reads the rows from one Arrow column
-                blob_views: list[memoryview] | None = None
+                blobs: GatheredBlobs | None = None
+                column: pa.Array | None = None
                 if dense and dense_type is not None:
                     column = dense_column(dense, dense_type, keep, n, width)
                     out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
                 else:
-                    views: list[memoryview] = []
-                    blobs = None if starts_all is not None else gather_blobs(
-                        plan.column_type, runs, cols, rows_all, ok, views)
-                    if blobs is not None:
-                        column, all_rows = blobs
-                        blob_views = views
+                    found = None if starts_all is not None else gather_blob_views(
+                        plan.column_type, runs, cols, rows_all, ok)
+                    if found is not None:
+                        # The column is joined only if a decoder asks (ImageDecoder reads the
+                        # blobs where they lie).
+                        blobs, all_rows = found
                         dec_all_start = dec_all_stop = None
                     else:
                         column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
@@ -463,10 +470,11 @@ class SamplePipeline:
                     out_rows = all_rows[keep]
                     dec_start = None if dec_all_start is None else dec_all_start[keep]
                     dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
-                batch = FieldBatch(column=column, select=plan.field.select,
-                                   is_windowed=plan.is_windowed, open_segment=self.open_segment,
-                                   path=path, on_failure=failures.listener(plan.key, path),
-                                   blobs=blob_views)
+                options: dict[str, Any] = {"column": column} if blobs is None else {
+                    "make_column": blobs.column, "blobs": blobs.views}
+                batch = FieldBatch(select=plan.field.select, is_windowed=plan.is_windowed,
+                                   open_segment=self.open_segment, path=path,
+                                   on_failure=failures.listener(plan.key, path), **options)
         requests = RequestArrays(
             sample_positions=order[keep],
             segment_ids=CodedIds(sorted_ids.codes[keep], sorted_ids.names),
@@ -626,9 +634,9 @@ class SamplePipeline:
         share = max(1, threads // self._concurrent_blocks) \
             if concurrency == "field" and self._concurrent_blocks > 1 else None
         if arena is not None or channels_last or share is not None:
-            job = replace(job, batch=replace(batch, output_arena=arena,
-                                             channels_last=channels_last,
-                                             decode_threads=share))
+            job = replace(job, batch=batch.with_options(output_arena=arena,
+                                                        channels_last=channels_last,
+                                                        decode_threads=share))
         if concurrency == "inline" or (threads <= 1 and not run.pooled):
             parts.setdefault(job.plan.key, []).append(
                 (job.requests.sample_positions, _run_decode(job, job.requests)))
