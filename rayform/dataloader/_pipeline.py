@@ -585,22 +585,30 @@ class SamplePipeline:
                 parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
             elif job.plan.key not in run.keys:
                 run.add(self._job_tasks(job, n, run, parts, channels_last=channels_last))
-        for (job, part), result in run.finish():
-            parts[job.plan.key].append((part.sample_positions, result))
-        columns: dict[str, Column] = {key: field_column(n, key_parts)
-                                      for key, key_parts in parts.items()}
+        # This thread's share of the tasks; while the pool's threads finish their last ones, the
+        # columns that need no task (numeric fields, masks, metadata) are made here.
+        run.take_all()
+        made: dict[str, Column] = {key: field_column(n, key_parts)
+                                   for key, key_parts in parts.items() if key not in run.keys}
+        extra: dict[str, Column] = {}
         for key, mask in block.pad_masks.items():
-            columns[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
-                                                         np.arange(n, dtype=np.int64), True)
+            extra[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
+                                                       np.arange(n, dtype=np.int64), True)
         if self._sample_metadata:
             names = block.segment_ids.names
             versions = [self._view.open_segment(name).version for name in names]
-            columns[META_KEY] = ListColumn([
+            extra[META_KEY] = ListColumn([
                 {"segment_id": names[code], "segment_version": versions[code],
                  "index_value": value, "sample_index": index}
                 for code, value, index in zip(block.segment_ids.codes.tolist(),
                                               block.values.tolist(), block.indices.tolist(),
                                               strict=True)])
+        for (job, part), result in run.finish():
+            parts[job.plan.key].append((part.sample_positions, result))
+        columns: dict[str, Column] = {
+            key: made[key] if key in made else field_column(n, key_parts)
+            for key, key_parts in parts.items()}
+        columns.update(extra)
         policy = self._decode_errors if decode_errors is None else decode_errors
         failed = apply_decode_policy(block.failures.failures, policy, dataset=self._view.name,
                                      index=self._index, warned=self._warned)
@@ -681,6 +689,7 @@ class TaskRun:
         self._queue: collections.deque[int] = collections.deque()
         self._helpers: list[Any] = []
         self._failed = False
+        self._error: BaseException | None = None  # raised by this thread's task (take_all)
 
     def add(self, tasks: list[tuple[FieldJob, RequestArrays]]) -> None:
         """Queue ``tasks`` and, with the first, start the pool's threads on the queue."""
@@ -733,18 +742,25 @@ class TaskRun:
         for helper in self._helpers:
             helper.exception()
 
+    def take_all(self) -> None:
+        """Take tasks in this thread until none is left (the pool's threads may still be on
+        their last ones); an error a task raised is kept for :meth:`finish` to raise once the
+        pool's threads have stopped. A pooled run's caller only waits: nothing to take."""
+        if self.pooled or self._error is not None:
+            return
+        try:
+            self._drain()
+        except BaseException as err:  # re-raised once the helpers have stopped
+            self._error = err
+
     def finish(self) -> list[tuple[tuple[FieldJob, RequestArrays], Sequence[Any]]]:
         """Take tasks until none is left, wait for the pool's threads; every task's result.
 
         Raises:
             BaseException: the first error a task raised.
         """
-        error: BaseException | None = None
-        if not self.pooled:
-            try:
-                self._drain()
-            except BaseException as err:  # re-raised once the helpers have stopped
-                error = err
+        self.take_all()
+        error = self._error
         for helper in self._helpers:
             exc = helper.exception()
             if exc is not None and error is None:
