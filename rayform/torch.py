@@ -72,7 +72,7 @@ from rayform.dataloader import (
 from rayform.dataloader._config import EdgeMode, check_edge
 from rayform.dataloader._empty_space import longest_segment, span_text
 from rayform.dataloader._pipeline import IS_PAD_SUFFIX, META_KEY
-from rayform.dataloader._sample_batch import SampleBatch
+from rayform.dataloader._sample_batch import DeferredSamples, SampleBatch
 from rayform.dataloader._samplers import EpochSampler
 from rayform.decoders import RawImageDecoder, TextDecoder
 from rayform.errors import ColumnNotFoundError, ConfigError, OfflineError
@@ -492,26 +492,25 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
                 else value.to(torch.float32)
         if pad and self._action is not None:
             out[ACTION_PAD_KEY] = batch[self._action.keys[0] + IS_PAD_SUFFIX]
-        metas = [sample[META_KEY] for sample in raw]
+        metas = raw.values(META_KEY)  # the map batch's dicts are never made
         segments = [meta["segment_id"] for meta in metas]
         if self._task_stream:
-            tasks = [self._task_of(sample, segment)
-                     for sample, segment in zip(raw, segments, strict=True)]
+            task_values = raw.values(TASK_KEY)
+            segment_tasks = self._tasks
+            tasks = [task if isinstance(task, str) else segment_tasks.get(segment, "")
+                     for task, segment in zip(task_values, segments, strict=True)]
         else:  # the segments' tasks (what _task_of gives without a task stream)
             segment_tasks = self._tasks
             tasks = [segment_tasks.get(segment, "") for segment in segments]
         times = torch.tensor([int(meta["index_value"]) for meta in metas], dtype=torch.int64)
         sample_metas = [self._meta_of(meta, segment)
                         for meta, segment in zip(metas, segments, strict=True)]
-        # Each sample's tensors are rows of the batch's (one unbind per key, made in C).
-        keys = [*out, TASK_KEY, TIME_KEY, META_KEY]
-        rows = zip(*(value.unbind(0) for value in out.values()), tasks, times.unbind(0),
-                   sample_metas, strict=True)
-        samples = [dict(zip(keys, row, strict=True)) for row in rows]
+        tensors = dict(out)
         out[TASK_KEY] = tasks
         out[TIME_KEY] = times
         out[META_KEY] = _collate_metas(sample_metas)
-        return SampleBatch(samples, partial(_same, out))
+        return SampleBatch(DeferredSamples(size=len(metas), make=partial(
+            _whole_samples, tensors, tasks, times, sample_metas)), partial(_same, out))
 
     def _value(self, entity: _Entity, raw: dict[str, Any], segment: str) -> Any:
         values = [raw.get(k) for k in entity.keys]
@@ -566,6 +565,16 @@ def _collate_metas(metas: list[dict[str, Any]]) -> dict[str, Any]:
         return {key: [meta[key] for meta in metas] for key in first}
     collated: dict[str, Any] = default_collate(metas)
     return collated
+
+
+def _whole_samples(tensors: dict[str, torch.Tensor], tasks: list[str], times: torch.Tensor,
+                   metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The sample dicts of :meth:`EpisodeDataset._finish_whole`'s batch: each sample's tensors
+    rows of the batch's (one unbind per key, made in C), its task, time and ``meta``."""
+    keys = [*tensors, TASK_KEY, TIME_KEY, META_KEY]
+    rows = zip(*(value.unbind(0) for value in tensors.values()), tasks, times.unbind(0), metas,
+               strict=True)
+    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 def _same(batch: dict[str, Any], keys: Collection[str] | None = None) -> dict[str, Any]:

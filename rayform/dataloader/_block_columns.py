@@ -244,6 +244,14 @@ class BlockColumns:
         values = [col.values() for col in self.columns.values()]
         return [dict(zip(keys, row, strict=True)) for row in zip(*values, strict=True)]
 
+    def values(self, key: str) -> list[Any]:
+        """Each sample's value of ``key``, in block order (what :meth:`samples` puts there).
+
+        Raises:
+            KeyError: no column ``key``.
+        """
+        return list(self.columns[key].values())
+
     def missing(self, keys: Sequence[str], positions: npt.NDArray[np.int64]
                 ) -> dict[str, npt.NDArray[np.bool_]]:
         """Per key in ``keys``, which samples at ``positions`` have no value."""

@@ -4,11 +4,13 @@ Numeric ``list<number>`` rows of uniform width are gathered with numpy and wrapp
 column of the original type; other columns take the rows each segment needs (a zero-copy slice
 when they are dense) and concatenate them, segment after segment, ascending within a segment;
 blob columns with one blob per row (encoded images) join the rows' bytes into one new column
-instead (:func:`gather_blobs`: no Arrow ``take`` per segment).
+instead (:func:`gather_blobs`: no Arrow ``take`` per segment), or only when a decoder asks for the
+column (:func:`gather_blob_views`: decoders that read each blob where it lies never need it).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -86,6 +88,59 @@ def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
     Returns:
         ``(column, batch rows [B, T])``.
     """
+    got = gather_blob_views(column_type, runs, cols, rows_all, ok)
+    if got is None:
+        return None
+    blobs, out_rows = got
+    if views_out is not None:
+        views_out[:] = blobs.views
+    return blobs.column(), out_rows
+
+
+@dataclass(frozen=True, slots=True)
+class GatheredBlobs:
+    """The blobs of a batch's rows, one per row, as they lie in their segments (zero-copy).
+
+    Attributes:
+        column_type: the field's ``list<binary>`` (or large) Arrow type.
+        views: row ``i``'s blob.
+        offsets: ``int64[rows + 1]`` where each blob starts in the joined bytes.
+    """
+
+    column_type: pa.DataType
+    views: list[memoryview]
+    offsets: npt.NDArray[np.int64]
+
+    def column(self) -> pa.Array:
+        """The rows as one ``column_type`` column (their blobs joined: a copy of every blob)."""
+        column_type = self.column_type
+        blob_type = column_type.value_type
+        count = len(self.views)
+        large_blobs = pa.types.is_large_binary(blob_type)
+        child = pa.Array.from_buffers(
+            blob_type, count,
+            [None, pa.py_buffer(self.offsets if large_blobs else self.offsets.astype(np.int32)),
+             pa.py_buffer(b"".join(self.views))])
+        row_offsets = np.arange(count + 1, dtype=np.int64 if pa.types.is_large_list(column_type)
+                                else np.int32)
+        if pa.types.is_list(column_type):
+            return pa.ListArray.from_buffers(column_type, count,
+                                             [None, pa.py_buffer(row_offsets)], children=[child])
+        return pa.LargeListArray.from_buffers(column_type, count,
+                                              [None, pa.py_buffer(row_offsets)], children=[child])
+
+
+def gather_blob_views(column_type: pa.DataType, runs: list[tuple[str, int, int]],
+                      cols: list[SegmentColumn | None], rows_all: npt.NDArray[np.int64],
+                      ok: npt.NDArray[np.bool_]
+                      ) -> tuple[GatheredBlobs, npt.NDArray[np.int64]] | None:
+    """:func:`gather_blobs` without joining the blobs: each row's blob where it lies, and the
+    column made only when :meth:`GatheredBlobs.column` is called (a decoder that reads the
+    blobs as they are never needs it). ``None`` as for :func:`gather_blobs`.
+
+    Returns:
+        ``(blobs, batch rows [B, T])``.
+    """
     if not (pa.types.is_list(column_type) or pa.types.is_large_list(column_type)):
         return None
     blob_type = column_type.value_type
@@ -118,26 +173,12 @@ def gather_blobs(column_type: pa.DataType, runs: list[tuple[str, int, int]],
         data = table.data
         views += [data[a:b] for a, b in zip(starts.tolist(), stops.tolist(), strict=True)]
         lengths.append(stops - starts)
-    count = len(unique)
-    blob_offsets = np.zeros(count + 1, dtype=np.int64)
+    blob_offsets = np.zeros(len(unique) + 1, dtype=np.int64)
     if lengths:
         np.cumsum(np.concatenate(lengths), out=blob_offsets[1:])
-    large_blobs = pa.types.is_large_binary(blob_type)
-    if not large_blobs and int(blob_offsets[-1]) >= 2**31:
+    if not pa.types.is_large_binary(blob_type) and int(blob_offsets[-1]) >= 2**31:
         return None
-    if views_out is not None:
-        views_out[:] = views
-    child = pa.Array.from_buffers(
-        blob_type, count,
-        [None, pa.py_buffer(blob_offsets if large_blobs else blob_offsets.astype(np.int32)),
-         pa.py_buffer(b"".join(views))])
-    row_offsets = np.arange(count + 1, dtype=np.int64 if pa.types.is_large_list(column_type)
-                            else np.int32)
-    column = pa.ListArray.from_buffers(column_type, count, [None, pa.py_buffer(row_offsets)],
-                                       children=[child]) \
-        if pa.types.is_list(column_type) else pa.LargeListArray.from_buffers(
-            column_type, count, [None, pa.py_buffer(row_offsets)], children=[child])
-    return column, out_rows
+    return GatheredBlobs(column_type, views, blob_offsets), out_rows
 
 
 def dense_values(parts: list[npt.NDArray[Any]], keep: npt.NDArray[np.int64], n: int, width: int

@@ -58,10 +58,16 @@ from rayform.dataloader._decode_policy import (
 )
 from rayform.dataloader._field_columns import check_field_column
 from rayform.dataloader._field_extent import FieldExtent, field_extent
-from rayform.dataloader._gather import dense_column, dense_values, gather_arrow, gather_blobs
+from rayform.dataloader._gather import (
+    GatheredBlobs,
+    dense_column,
+    dense_values,
+    gather_arrow,
+    gather_blob_views,
+)
 from rayform.dataloader._keyframes import KeyframeIndex
 from rayform.dataloader._row_tables import RowTable, output_positions
-from rayform.dataloader._sample_batch import SampleBatch
+from rayform.dataloader._sample_batch import DeferredSamples, SampleBatch
 from rayform.dataloader._sample_index import SampleIndex, field_offsets
 from rayform.dataloader._segment_columns import SegmentColumn, SegmentColumns
 from rayform.decoders import FieldBatch, NumericDecoder, RequestArrays, TensorRows
@@ -266,17 +272,16 @@ class SamplePipeline:
             DecodeError: data failed to decode and the policy is ``"raise"``.
         """
         columns = self._process_columns(indices, decode_errors=decode_errors)
-        return SampleBatch(columns.samples(), columns.collated if columns.size else None)
+        return _sample_batch(columns)
 
     def process_dropping_failures(self, indices: Sequence[int] | npt.NDArray[np.int64]
                                   ) -> list[Sample]:
         """Like :meth:`process`, leaving out the samples that failed to decode (``"skip"``);
         a :class:`SampleBatch` (collated without a stack) when none failed."""
         columns = self._process_columns(indices, decode_errors=None)
-        samples = columns.samples()
         if not columns.failed:
-            return SampleBatch(samples, columns.collated if columns.size else None)
-        return [s for i, s in enumerate(samples) if i not in columns.failed]
+            return _sample_batch(columns)
+        return [s for i, s in enumerate(columns.samples()) if i not in columns.failed]
 
     def _process_columns(self, indices: Sequence[int] | npt.NDArray[np.int64], *,
                          decode_errors: DecodeErrorPolicy | None) -> BlockColumns:
@@ -446,17 +451,18 @@ class SamplePipeline:
                 if decoded is not None and in_order:  # request i (sorted) is row order[i]
                     decoded = TensorRows(decoded.tensor, order)
             if decoded is None:  # the decoder reads the rows from one Arrow column
-                blob_views: list[memoryview] | None = None
+                blobs: GatheredBlobs | None = None
+                column: pa.Array | None = None
                 if dense and dense_type is not None:
                     column = dense_column(dense, dense_type, keep, n, width)
                     out_rows = np.arange(len(keep) * width, dtype=np.int64).reshape(-1, width)
                 else:
-                    views: list[memoryview] = []
-                    blobs = None if starts_all is not None else gather_blobs(
-                        plan.column_type, runs, cols, rows_all, ok, views)
-                    if blobs is not None:
-                        column, all_rows = blobs
-                        blob_views = views
+                    found = None if starts_all is not None else gather_blob_views(
+                        plan.column_type, runs, cols, rows_all, ok)
+                    if found is not None:
+                        # The column is joined only if a decoder asks (ImageDecoder reads the
+                        # blobs where they lie).
+                        blobs, all_rows = found
                         dec_all_start = dec_all_stop = None
                     else:
                         column, all_rows, dec_all_start, dec_all_stop = gather_arrow(
@@ -464,10 +470,11 @@ class SamplePipeline:
                     out_rows = all_rows[keep]
                     dec_start = None if dec_all_start is None else dec_all_start[keep]
                     dec_stop = None if dec_all_stop is None else dec_all_stop[keep]
-                batch = FieldBatch(column=column, select=plan.field.select,
-                                   is_windowed=plan.is_windowed, open_segment=self.open_segment,
-                                   path=path, on_failure=failures.listener(plan.key, path),
-                                   blobs=blob_views)
+                options: dict[str, Any] = {"column": column} if blobs is None else {
+                    "make_column": blobs.column, "blobs": blobs.views}
+                batch = FieldBatch(select=plan.field.select, is_windowed=plan.is_windowed,
+                                   open_segment=self.open_segment, path=path,
+                                   on_failure=failures.listener(plan.key, path), **options)
         requests = RequestArrays(
             sample_positions=order[keep],
             segment_ids=CodedIds(sorted_ids.codes[keep], sorted_ids.names),
@@ -578,22 +585,30 @@ class SamplePipeline:
                 parts[job.plan.key].append((job.requests.sample_positions, job.decoded))
             elif job.plan.key not in run.keys:
                 run.add(self._job_tasks(job, n, run, parts, channels_last=channels_last))
-        for (job, part), result in run.finish():
-            parts[job.plan.key].append((part.sample_positions, result))
-        columns: dict[str, Column] = {key: field_column(n, key_parts)
-                                      for key, key_parts in parts.items()}
+        # This thread's share of the tasks; while the pool's threads finish their last ones, the
+        # columns that need no task (numeric fields, masks, metadata) are made here.
+        run.take_all()
+        made: dict[str, Column] = {key: field_column(n, key_parts)
+                                   for key, key_parts in parts.items() if key not in run.keys}
+        extra: dict[str, Column] = {}
         for key, mask in block.pad_masks.items():
-            columns[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
-                                                         np.arange(n, dtype=np.int64), True)
+            extra[key + IS_PAD_SUFFIX] = StackedColumn(torch.from_numpy(mask),
+                                                       np.arange(n, dtype=np.int64), True)
         if self._sample_metadata:
             names = block.segment_ids.names
             versions = [self._view.open_segment(name).version for name in names]
-            columns[META_KEY] = ListColumn([
+            extra[META_KEY] = ListColumn([
                 {"segment_id": names[code], "segment_version": versions[code],
                  "index_value": value, "sample_index": index}
                 for code, value, index in zip(block.segment_ids.codes.tolist(),
                                               block.values.tolist(), block.indices.tolist(),
                                               strict=True)])
+        for (job, part), result in run.finish():
+            parts[job.plan.key].append((part.sample_positions, result))
+        columns: dict[str, Column] = {
+            key: made[key] if key in made else field_column(n, key_parts)
+            for key, key_parts in parts.items()}
+        columns.update(extra)
         policy = self._decode_errors if decode_errors is None else decode_errors
         failed = apply_decode_policy(block.failures.failures, policy, dataset=self._view.name,
                                      index=self._index, warned=self._warned)
@@ -627,9 +642,9 @@ class SamplePipeline:
         share = max(1, threads // self._concurrent_blocks) \
             if concurrency == "field" and self._concurrent_blocks > 1 else None
         if arena is not None or channels_last or share is not None:
-            job = replace(job, batch=replace(batch, output_arena=arena,
-                                             channels_last=channels_last,
-                                             decode_threads=share))
+            job = replace(job, batch=batch.with_options(output_arena=arena,
+                                                        channels_last=channels_last,
+                                                        decode_threads=share))
         if concurrency == "inline" or (threads <= 1 and not run.pooled):
             parts.setdefault(job.plan.key, []).append(
                 (job.requests.sample_positions, _run_decode(job, job.requests)))
@@ -674,6 +689,7 @@ class TaskRun:
         self._queue: collections.deque[int] = collections.deque()
         self._helpers: list[Any] = []
         self._failed = False
+        self._error: BaseException | None = None  # raised by this thread's task (take_all)
 
     def add(self, tasks: list[tuple[FieldJob, RequestArrays]]) -> None:
         """Queue ``tasks`` and, with the first, start the pool's threads on the queue."""
@@ -726,18 +742,25 @@ class TaskRun:
         for helper in self._helpers:
             helper.exception()
 
+    def take_all(self) -> None:
+        """Take tasks in this thread until none is left (the pool's threads may still be on
+        their last ones); an error a task raised is kept for :meth:`finish` to raise once the
+        pool's threads have stopped. A pooled run's caller only waits: nothing to take."""
+        if self.pooled or self._error is not None:
+            return
+        try:
+            self._drain()
+        except BaseException as err:  # re-raised once the helpers have stopped
+            self._error = err
+
     def finish(self) -> list[tuple[tuple[FieldJob, RequestArrays], Sequence[Any]]]:
         """Take tasks until none is left, wait for the pool's threads; every task's result.
 
         Raises:
             BaseException: the first error a task raised.
         """
-        error: BaseException | None = None
-        if not self.pooled:
-            try:
-                self._drain()
-            except BaseException as err:  # re-raised once the helpers have stopped
-                error = err
+        self.take_all()
+        error = self._error
         for helper in self._helpers:
             exc = helper.exception()
             if exc is not None and error is None:
@@ -751,6 +774,13 @@ class TaskRun:
             assert result is not None
             done.append((task, result))
         return done
+
+
+def _sample_batch(columns: BlockColumns) -> SampleBatch:
+    """The block's samples, their dicts made only when read (a collator that takes the collated
+    batch never makes them), and the batch collated without a stack."""
+    deferred = DeferredSamples(size=columns.size, make=columns.samples, values=columns.values)
+    return SampleBatch(deferred, columns.collated if columns.size else None)
 
 
 def _complete(rows: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_] | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeAlias
 
 import numpy as np
@@ -75,12 +75,29 @@ class DecodeRequest:
             raise ValueError("DecodeRequest.output_row_indices must not be empty")
 
 
+_DEFERRED: pa.Array = pa.array([], type=pa.list_(pa.null()))
+"""``FieldBatch.column`` when it is left to ``make_column`` (compared by identity)."""
+
+
+def _check_column(column: pa.Array) -> pa.Array:
+    if not pa.types.is_list(column.type):
+        raise TypeError(
+            f"FieldBatch.column must have an outer Arrow List type (one list per row), "
+            f"got {column.type}"
+        )
+    return column
+
+
 @dataclass(frozen=True, kw_only=True, slots=True, eq=False)
 class FieldBatch:
     """The rows of one field for one block: an outer Arrow ``List`` column (one list per row).
 
     Attributes:
-        column: the component column, ``pa.list_`` typed.
+        column: the component column, ``pa.list_`` typed; may be left out when ``make_column``
+            is given.
+        make_column: builds ``column`` the first time it is read (set by the pipeline when
+            ``blobs`` already holds the rows, so that a decoder that reads the blobs never pays
+            for joining them into a column); ``None``: ``column`` is given.
         select: an optional row-count-preserving function (or Rerun ``Selector``) applied to the
             rows taken.
         is_windowed: the field has a window (outputs are stacked ``[T, ...]``).
@@ -105,12 +122,13 @@ class FieldBatch:
             decoder may then return ``[C, H, W]`` views of interleaved ``[H, W, C]`` memory (what
             Rerun's ``ImageDecoder`` returns), so that a batch is ``torch.channels_last``
             ``[N, C, H, W]`` and no planar copy is made; decoders may ignore it.
-        blobs: set by the pipeline when it built ``column`` from one blob per row: row ``i``'s
-            blob (``column[i][0]``) as it lies in its segment, zero-copy, so that a blob decoder
-            need not parse the column again; decoders may ignore it.
+        blobs: set by the pipeline when the column holds one blob per row: row ``i``'s blob
+            (``column[i][0]``) as it lies in its segment, zero-copy, so that a blob decoder
+            need not parse (nor make) the column; decoders may ignore it.
     """
 
-    column: pa.Array
+    column: pa.Array = field(default_factory=lambda: _DEFERRED)
+    make_column: Callable[[], pa.Array] | None = None
     select: Selector | None = None
     is_windowed: bool = False
     open_segment: Callable[[str], Any] | None = None
@@ -122,11 +140,40 @@ class FieldBatch:
     blobs: Sequence[memoryview] | None = None
 
     def __post_init__(self) -> None:
-        if not pa.types.is_list(self.column.type):
-            raise TypeError(
-                f"FieldBatch.column must have an outer Arrow List type (one list per row), "
-                f"got {self.column.type}"
-            )
+        column = self.column
+        if column is _DEFERRED:
+            if self.make_column is None:
+                raise TypeError("FieldBatch needs column= (the field's Arrow rows), or "
+                                "make_column= to build it when a decoder reads it")
+            object.__delattr__(self, "column")  # made by __getattr__ when first read
+            return
+        _check_column(column)
+
+    if not TYPE_CHECKING:  # (hidden from mypy: it would type every unknown attribute)
+        def __getattr__(self, name: str) -> Any:
+            # Reached only when an attribute is not set: ``column`` left for ``make_column``.
+            if name != "column" or self.make_column is None:
+                raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+            column = _check_column(self.make_column())
+            object.__setattr__(self, "column", column)  # two threads may both make it: same rows
+            return column
+
+    @property
+    def has_column(self) -> bool:
+        """Whether ``column`` is made (given, or built by ``make_column`` when first read)."""
+        try:
+            object.__getattribute__(self, "column")
+        except AttributeError:
+            return False
+        return True
+
+    def with_options(self, *, output_arena: OutputArena | None, channels_last: bool,
+                     decode_threads: int | None) -> FieldBatch:
+        """This batch with the pipeline's decode options (see the attributes); a column still
+        to be made stays so (``dataclasses.replace`` would make it)."""
+        column = self.column if self.has_column else _DEFERRED
+        return replace(self, column=column, output_arena=output_arena,
+                       channels_last=channels_last, decode_threads=decode_threads)
 
     def report_failure(self, request: DecodeRequest, reason: str) -> bool:
         """Report that ``request``'s data could not be decoded (its result is ``None``).

@@ -106,9 +106,16 @@ rows of it."""
 
 
 def _slab_views(buffer: torch.Tensor, *, windowed: bool, channels_last: bool) -> SlabViews:
-    """The numpy array and the result tensor of a decode buffer ``[N, T, *slot]``."""
-    tensor = buffer.permute(0, 1, 4, 2, 3) if channels_last else buffer  # [N, T, C, H, W]
-    return buffer.numpy(), tensor if windowed else tensor[:, 0]
+    """The numpy array and the result tensor of a decode buffer ``[N, T, *slot]``.
+
+    The tensor is made from a numpy view (one ``torch.from_numpy``), not with torch's
+    ``permute`` and indexing: those release the GIL, and the thread making the views (the
+    block's first task, taken by the thread that woke the decode threads) would then wait for
+    the woken threads' Python to hand it back before its first decode.
+    """
+    array = buffer.numpy()
+    planes = array.transpose(0, 1, 4, 2, 3) if channels_last else array  # [N, T, C, H, W]
+    return array, torch.from_numpy(planes if windowed else planes[:, 0])
 
 
 def _arena_rows(arena: OutputArena, sample_positions: npt.NDArray[np.int64],

@@ -44,13 +44,17 @@ def set_arena_buffers(source: ArenaBuffers | None) -> None:
     _arena_buffers = None if source is None else (os.getpid(), source)
 
 
-def _take(key: str, nbytes: int) -> torch.Tensor:
+def _take(key: str, shape: tuple[int, ...]) -> torch.Tensor:
+    """A ``uint8`` buffer of ``shape`` for the field ``key``: lent by the process's source, or
+    from the frame pool (shaped with numpy: torch's ``view`` releases the GIL, see
+    ``decoders._image._slab_views``)."""
+    nbytes = math.prod(shape)
     source = _arena_buffers
     if source is not None and source[0] == os.getpid():
         lent = source[1](key, nbytes)
         if lent is not None:
-            return lent
-    return torch.from_numpy(FRAME_POOL.take(nbytes))
+            return lent.view(shape)
+    return torch.from_numpy(FRAME_POOL.take(nbytes).reshape(shape))
 
 
 class OutputArena:
@@ -95,9 +99,7 @@ class OutputArena:
             return None
         with self._lock:
             if self._buffer is None:
-                row_bytes = math.prod(row_shape)
-                self._buffer = _take(self._key, self._size * row_bytes).view(self._size,
-                                                                            *row_shape)
+                self._buffer = _take(self._key, (self._size, *row_shape))
             elif tuple(self._buffer.shape[1:]) != row_shape:
                 return None
             return self._buffer, sample_positions

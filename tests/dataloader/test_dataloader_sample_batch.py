@@ -9,6 +9,8 @@ tensors equal in values, shapes and dtypes, padding masks and metadata.
 
 from __future__ import annotations
 
+import copy
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -28,7 +30,7 @@ from rayform.dataloader import (
     PooledBatchCollator,
     RerunMapDataset,
 )
-from rayform.dataloader._sample_batch import SampleBatch
+from rayform.dataloader._sample_batch import DeferredSamples, SampleBatch
 from rayform.errors import ConfigError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "surface"))
@@ -223,3 +225,88 @@ def test_episode_metadata_collates_as_default_collate_does() -> None:
     got = _collate_metas(numbered)
     assert torch.equal(got["segment_version"], torch.arange(5))
     assert got["segment"] == [m["segment"] for m in numbered]
+
+
+def test_deferred_samples_are_made_once_when_the_list_is_first_read() -> None:
+    made: list[int] = []
+
+    def make() -> list[dict[str, Any]]:
+        made.append(1)
+        return [{"x": i} for i in range(3)]
+
+    def fresh() -> SampleBatch:
+        return SampleBatch(DeferredSamples(size=3, make=make), lambda keys: {"x": [0, 1, 2]})
+
+    batch = fresh()
+    assert len(batch) == 3 and bool(batch) and batch.is_deferred and not made
+    assert batch.collated() == {"x": [0, 1, 2]} and not made
+    assert batch[1] == {"x": 1} and not batch.is_deferred and len(made) == 1
+    assert list(batch) == [{"x": 0}, {"x": 1}, {"x": 2}] and len(made) == 1
+    # every way of reading the list sees the dicts (list's C code reads items directly)
+    reads = [
+        lambda b: list(b), lambda b: [*b], lambda b: b[:], lambda b: list(reversed(b))[::-1],
+        lambda b: [{"y": 0}] + b, lambda b: b + [],  # noqa: RUF005 (list concatenation itself)
+        lambda b: b.copy(), lambda b: tuple(b),
+        lambda b: pickle.loads(pickle.dumps(b)), lambda b: copy.copy(b),
+        lambda b: [s for s in b], lambda b: [s for (s,) in zip(b, strict=True)],
+    ]
+    for read in reads:
+        assert [s for s in read(fresh()) if "x" in s] == [{"x": 0}, {"x": 1}, {"x": 2}]
+    assert fresh() == [{"x": 0}, {"x": 1}, {"x": 2}]
+    assert [{"x": 0}, {"x": 1}, {"x": 2}] == fresh()  # noqa: SIM300 (list's == on the left)
+    assert {"x": 2} in fresh() and fresh().index({"x": 1}) == 1
+    assert torch.equal(default_collate(fresh())["x"], torch.tensor([0, 1, 2]))
+    grown = fresh()
+    grown.append({"x": 3})
+    assert len(grown) == 4 and grown[-1] == {"x": 3}
+    with pytest.raises(RuntimeError, match="not the 4 announced"):
+        list(SampleBatch(DeferredSamples(size=4, make=make)))
+    with pytest.raises(ValueError, match="size"):
+        DeferredSamples(size=-1, make=make)
+
+
+def test_map_batch_dicts_are_not_made_for_the_collated_batch(robots_dataset: DatasetEntry,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    """PooledBatchCollator takes the collated batch: the per-sample views and dicts are never
+    made (they were made for every batch, and dropped unread)."""
+    from rayform.dataloader._block_columns import BlockColumns
+
+    fields = {"state": Field(JOINTS, NumericDecoder(), window=(0, 1)),
+              "camera": Field(CAMERA, ImageDecoder())}
+    ds = RerunMapDataset(DataSource(robots_dataset), "frame_index", fields, sample_metadata=True)
+    indices = [9, 2, 5, 0]
+    want = list(ds.__getitems__(indices))  # read: the dicts are made
+    samples = ds.__getitems__(indices)
+    assert isinstance(samples, SampleBatch) and samples.is_deferred and len(samples) == 4
+    assert samples.values("meta") == [s["meta"] for s in want]
+    assert [int(v[0, 0]) for v in samples.values("state")] == [int(s["state"][0, 0]) for s in want]
+    with pytest.raises(KeyError):
+        samples.values("nope")
+    with monkeypatch.context() as patch:
+        patch.setattr(BlockColumns, "samples", lambda self: pytest.fail("sample dicts made"))
+        got = PooledBatchCollator()(samples)
+    assert samples.is_deferred
+    assert_same_batch(got, default_collate(want))
+    assert_same_batch(default_collate(samples), default_collate(want))  # read now: made
+
+
+def test_episode_batches_make_no_map_sample_dicts(episode_slice: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """EpisodeDataset shapes the map batch from its collated tensors and metadata column; its
+    own per-sample dicts are made only when read."""
+    from rayform.dataloader._block_columns import BlockColumns
+
+    ds = _episodes(episode_slice, "trim")
+    indices = [0, 7, 3, 11, 2]
+    want = list(ds.__getitems__(indices))
+    with monkeypatch.context() as patch:
+        patch.setattr(BlockColumns, "samples", lambda self: pytest.fail("map dicts made"))
+        samples = ds.__getitems__(indices)
+        assert isinstance(samples, SampleBatch) and samples.is_deferred
+        got = PooledBatchCollator()(samples)
+        assert samples.is_deferred
+        assert len(list(samples)) == len(want)  # its own dicts, made from the batch's tensors
+    assert_same_batch(got, default_collate(want))
+    for got_sample, want_sample in zip(samples, want, strict=True):
+        assert_same_batch(got_sample, want_sample)
