@@ -36,7 +36,7 @@ from rayform._optional import require
 from rayform.errors import CorruptRecordingError, FormatError, RayformError
 from rayform.importers._base import Importer
 from rayform.importers._source_ids import segment_id_from_name
-from rayform.importers.ulog._reads import WatchedFile
+from rayform.importers.ulog._reads import MARKER_KEY, MARKER_VALUE, WatchedFile, marked_file
 from rayform.recording._columns import SCALARS, TEXT_DOCUMENT
 from rayform.recording._writer import RecordingWriter
 
@@ -92,22 +92,21 @@ def _read(core: Any, path: Path) -> Any:
         if raw.read(len(ULOG_MAGIC)) != ULOG_MAGIC:
             raise FormatError(f"{path}: not a ULog file (it does not start with the ULog magic "
                               "bytes); the file is damaged or of another format")
-        raw.seek(0)
-        watched = WatchedFile(raw)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()):  # pyulog prints what it notices
-                log = core.ULog(watched, disable_str_exceptions=False)
-        except RayformError:
-            raise
-        except Exception as err:  # ULogException, struct.error, UnicodeDecodeError, IndexError …
-            raise CorruptRecordingError(
-                f"{path}: not a readable ULog file (truncated or damaged): "
-                f"{type(err).__name__}: {err}") from err
-    if watched.cut is not None:
-        at, wanted, got = watched.cut
-        raise CorruptRecordingError(
-            f"{path}: truncated: the message at byte {at} needs {wanted} bytes but the file ends "
-            f"after {got}; the file was cut while it was written or copied")
+        log = _parse(core, marked_file(raw), path)
+        if log.msg_info_dict.get(MARKER_KEY) != MARKER_VALUE:
+            raw.seek(0)
+            watched = WatchedFile(raw)
+            _parse(core, watched, path)
+            if watched.cut is not None:
+                at, wanted, got = watched.cut
+                raise CorruptRecordingError(
+                    f"{path}: truncated: the message at byte {at} needs {wanted} bytes but the "
+                    f"file ends after {got}; the file was cut while it was written or copied")
+            if not log.file_corruption:
+                raise CorruptRecordingError(
+                    f"{path}: truncated: its last message does not end where the file ends; "
+                    "the file was cut while it was written or copied")
+        log.msg_info_dict.pop(MARKER_KEY, None)
     if log.file_corruption:
         raise CorruptRecordingError(
             f"{path}: damaged or truncated: pyulog found corrupt messages (bad message types or "
@@ -115,6 +114,19 @@ def _read(core: Any, path: Path) -> Any:
     if not log.data_list:
         raise CorruptRecordingError(f"{path}: the log holds no data messages")
     return log
+
+
+def _parse(core: Any, file: Any, path: Path) -> Any:
+    """pyulog's parse of ``file``, its exceptions turned into ours."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):  # pyulog prints what it notices
+            return core.ULog(file, disable_str_exceptions=False)
+    except RayformError:
+        raise
+    except Exception as err:  # ULogException, struct.error, UnicodeDecodeError, IndexError …
+        raise CorruptRecordingError(
+            f"{path}: not a readable ULog file (truncated or damaged): "
+            f"{type(err).__name__}: {err}") from err
 
 
 def _set_properties(rec: RecordingWriter, log: Any, path: Path) -> None:
