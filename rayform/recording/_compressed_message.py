@@ -38,8 +38,10 @@ _PADDING: Final = bytes(_ALIGNMENT)
 _ZEROS: Final = bytes(1 << 20)
 _MAX_KEPT_ZERO_FRAMES: Final = 4096
 _GLANCE_BYTES: Final = 32
-_ZERO_FRAMES: dict[int, bytes] = {}
-"""Length of an all-zero buffer -> its stored form (length prefix and zstd frame)."""
+_ZEROS_BYTES: Final = len(_ZEROS)
+_ZERO_FRAMES: dict[int, tuple[bytes, int]] = {}
+"""Length of an all-zero buffer -> its stored form (length prefix and zstd frame) padded to
+:data:`_ALIGNMENT`, and that form's unpadded length."""
 
 # Message.fbs / Schema.fbs: field ids and enum values
 _MESSAGE_VERSION, _MESSAGE_HEADER_TYPE, _MESSAGE_HEADER, _MESSAGE_BODY_LENGTH = 0, 1, 2, 3
@@ -70,25 +72,28 @@ def compressed_message(plain: pa.Message) -> pa.Message | None:
     buffers: list[int] = []
     met: dict[tuple[int, bytes, bytes], tuple[int, bytes]] = {}  # a glance -> (offset, stored)
     at = 0
-    for i in range(count):
-        offset, size = extents[2 * i], extents[2 * i + 1]
+    zero_frames = _ZERO_FRAMES  # a wide batch's buffers are mostly zeros: their path is short
+    for offset, size in zip(extents[0::2], extents[1::2], strict=True):
         if size == 0:
             buffers += (at, 0)
             continue
         data = body[offset: offset + size]
-        if size <= len(_ZEROS) and _ZEROS.startswith(data):
-            stored = _zero_frame(size)
+        if size <= _ZEROS_BYTES and _ZEROS.startswith(data):
+            padded, frame_bytes = zero_frames.get(size) or _zero_frame(size)
+            pieces.append(padded)
+            buffers += (at, frame_bytes)
+            at += len(padded)
+            continue
+        # Columns of one entity share their list offsets: a buffer equal to one before it
+        # (compared in full when its length and ends match) has the same frame.
+        glance = (size, data[:_GLANCE_BYTES].tobytes(), data[-_GLANCE_BYTES:].tobytes())
+        earlier = met.get(glance)
+        if earlier is not None and plain.body.slice(earlier[0], size).equals(
+                plain.body.slice(offset, size)):
+            stored = earlier[1]
         else:
-            # Columns of one entity share their list offsets: a buffer equal to one before it
-            # (compared in full when its length and ends match) has the same frame.
-            glance = (size, data[:_GLANCE_BYTES].tobytes(), data[-_GLANCE_BYTES:].tobytes())
-            earlier = met.get(glance)
-            if earlier is not None and plain.body.slice(earlier[0], size).equals(
-                    plain.body.slice(offset, size)):
-                stored = earlier[1]
-            else:
-                stored = _prefixed(data)
-                met.setdefault(glance, (offset, stored))
+            stored = _prefixed(data)
+            met.setdefault(glance, (offset, stored))
         pieces.append(stored)
         padding = -len(stored) % _ALIGNMENT
         if padding:
@@ -103,14 +108,14 @@ def compressed_message(plain: pa.Message) -> pa.Message | None:
     return pa.ipc.read_message(pa.py_buffer(b"".join([head, *pieces])))
 
 
-def _zero_frame(size: int) -> bytes:
-    """The stored form of ``size`` zero bytes, kept for the next batch."""
-    stored = _ZERO_FRAMES.get(size)
-    if stored is None:
-        if len(_ZERO_FRAMES) >= _MAX_KEPT_ZERO_FRAMES:
-            _ZERO_FRAMES.clear()
-        stored = _ZERO_FRAMES[size] = _prefixed(memoryview(_ZEROS)[:size])
-    return stored
+def _zero_frame(size: int) -> tuple[bytes, int]:
+    """The stored form of ``size`` zero bytes padded to the alignment, and its unpadded
+    length, kept for the next batch."""
+    if len(_ZERO_FRAMES) >= _MAX_KEPT_ZERO_FRAMES:
+        _ZERO_FRAMES.clear()
+    stored = _prefixed(memoryview(_ZEROS)[:size])
+    kept = _ZERO_FRAMES[size] = (stored + _PADDING[:-len(stored) % _ALIGNMENT], len(stored))
+    return kept
 
 
 def _prefixed(data: memoryview) -> bytes:
