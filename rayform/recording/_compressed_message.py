@@ -103,8 +103,9 @@ def compressed_message(plain: pa.Message) -> pa.Message | None:
     metadata = _record_batch_metadata(length=length, nodes=nodes, count=count,
                                       buffers=struct.pack(f"<{2 * count}q", *buffers),
                                       body_bytes=at)
-    padded = -(len(metadata) + 8) % _ALIGNMENT
-    head = _CONTINUATION + struct.pack("<i", len(metadata) + padded) + metadata + _PADDING[:padded]
+    head_padding = -(len(metadata) + 8) % _ALIGNMENT
+    head = _CONTINUATION + struct.pack("<i", len(metadata) + head_padding) + metadata + \
+        _PADDING[:head_padding]
     return pa.ipc.read_message(pa.py_buffer(b"".join([head, *pieces])))
 
 
