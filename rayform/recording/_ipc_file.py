@@ -103,18 +103,30 @@ def encode_batch(batch: pa.RecordBatch, *, compress: bool, nbytes: int | None = 
 
 ENCODE_THREADS: Final = 2
 _PARALLEL_BYTES: Final = 1 << 20
+_PARALLEL_BATCH_BYTES: Final = 512 * 1024
+"""Threads encode a recording's batches only where they hold this much to compress each, on
+average: laying a batch's message out holds the GIL for each of its buffers (a wide batch has
+hundreds, most of them the zeros of columns of nulls), and where a batch's zstd work is not
+large next to that the two threads took more CPU and more time than one (ULog's 19 batches of
+~0.2 MB, 166 columns: 40 ms CPU and wall on two threads, 25 ms on one)."""
 
 
 def encode_batches(batches: Sequence[pa.RecordBatch], compress: Sequence[bool],
-                   nbytes: Sequence[int | None] | None = None) -> list[EncodedBatch]:
+                   nbytes: Sequence[int | None] | None = None, *,
+                   logged_bytes: Sequence[int] | None = None) -> list[EncodedBatch]:
     """:func:`encode_batch` of each batch (``compress[i]``: whether batch ``i`` may be
     compressed; ``nbytes[i]``: its ``nbytes`` when known), in order. Several batches with a
-    megabyte or more to compress are encoded on :data:`ENCODE_THREADS` threads: zstd runs
-    without the GIL, and each batch's message is the same whichever thread encodes it."""
+    megabyte or more to compress, :data:`_PARALLEL_BATCH_BYTES` each on average, are encoded on
+    :data:`ENCODE_THREADS` threads: zstd runs without the GIL, and each batch's message is the
+    same whichever thread encodes it. ``logged_bytes[i]``: what batch ``i`` holds besides its
+    columns of nulls (whose zero buffers :mod:`rayform.recording._compressed_message`
+    compresses once per length), when the caller knows it; else its whole buffer size."""
     sizes: list[int | None] = [None] * len(batches) if nbytes is None else list(nbytes)
-    work = [size for batch, may in zip(batches, compress, strict=True)
-            if may and (size := batch.get_total_buffer_size()) >= MIN_COMPRESSED_BYTES]
-    if len(work) < 2 or sum(work) < _PARALLEL_BYTES:
+    fresh = [batch.get_total_buffer_size() for batch in batches] if logged_bytes is None \
+        else list(logged_bytes)
+    work = [size for batch, may, size in zip(batches, compress, fresh, strict=True)
+            if may and batch.get_total_buffer_size() >= MIN_COMPRESSED_BYTES]
+    if len(work) < 2 or sum(work) < max(_PARALLEL_BYTES, _PARALLEL_BATCH_BYTES * len(work)):
         return [encode_batch(b, compress=c, nbytes=n)
                 for b, c, n in zip(batches, compress, sizes, strict=True)]
     with ThreadPoolExecutor(max_workers=ENCODE_THREADS, thread_name_prefix="rayform-encode") as pool:

@@ -397,6 +397,7 @@ class RecordingWriter:
         nulls: dict[tuple[int, int], pa.Array] = {}
         null_bytes: dict[tuple[int, int], int] = {}
         sizes: list[int | None] = []  # each batch's nbytes, where it may be compressed
+        logged_bytes: list[int] = []  # the same without the columns of nulls
         logged: list[pa.Array] = []
         first_of_type: dict[pa.DataType, int] = {}
         same_type = [first_of_type.setdefault(t, i) for i, t in enumerate(types)]
@@ -429,13 +430,15 @@ class RecordingWriter:
             for key in null_keys if may_compress else ():
                 if key not in null_bytes:
                     null_bytes[key] = nulls[key].nbytes
-            sizes.append(sum(a.nbytes for a in own_arrays) + sum(null_bytes[k] for k in null_keys)
+            logged_bytes.append(sum(a.nbytes for a in own_arrays) if may_compress else 0)
+            sizes.append(logged_bytes[-1] + sum(null_bytes[k] for k in null_keys)
                          if may_compress else None)
             comps = sorted(c.split(":", 1)[1] for c in names)
             rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
             row += table.num_rows
-        encoded = [] if whole else encode_batches(batches, compressed, sizes)
+        encoded = [] if whole else encode_batches(batches, compressed, sizes,
+                                                     logged_bytes=logged_bytes)
         header = RecordingHeader(
             format=RECORDING_FORMAT,
             format_version=RECORDING_FORMAT_VERSION,

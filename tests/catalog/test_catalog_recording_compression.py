@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -187,6 +189,43 @@ def test_batches_encoded_on_threads_are_the_messages_encoded_one_by_one() -> Non
         assert got.message.body.equals(want.message.body)
 
 
+def test_wide_batches_of_little_but_nulls_are_encoded_on_one_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches that hold megabytes only in their columns of nulls (a ULog recording: many
+    entities, each a few of the wide schema's columns) are encoded on the calling thread: their
+    zero buffers are compressed once, and two threads spent more than one on the rest. Batches
+    holding a megabyte each besides go to two threads."""
+    from rayform.recording import _ipc_file
+    from rayform.recording._ipc_file import encode_batch, encode_batches
+
+    pools: list[int] = []
+
+    class CountedPool(ThreadPoolExecutor):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            pools.append(1)
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(_ipc_file, "ThreadPoolExecutor", CountedPool)
+    rng = np.random.default_rng(1)
+    rows, width = 20_000, 40
+    batches, logged = [], []
+    for i in range(8):
+        values = np.cumsum(rng.standard_normal(rows)).astype(np.float32)
+        own = pa.ListArray.from_arrays(pa.array(np.arange(rows + 1, dtype=np.int32)),
+                                       pa.array(values))
+        columns = [own if j == i else pa.nulls(rows, own.type) for j in range(width)]
+        batches.append(pa.RecordBatch.from_arrays(columns, names=[f"c{j}" for j in range(width)]))
+        logged.append(own.nbytes)
+    compress = [True] * len(batches)
+    assert sum(b.get_total_buffer_size() for b in batches) > sum(logged) >= 1 << 20
+    one_thread = encode_batches(batches, compress, logged_bytes=logged)
+    assert pools == []
+    assert encode_batches(batches, compress, logged_bytes=[1 << 20] * 8) and pools == [1]
+    for got, want in zip(one_thread, [encode_batch(b, compress=True) for b in batches],
+                         strict=True):
+        assert got.message.body.equals(want.message.body)
+
+
 def test_batch_sizes_the_writer_adds_up_are_arrows_and_store_the_same_bytes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The writer gives each batch's ``nbytes`` as the sum of its columns' (the shared columns
@@ -198,9 +237,9 @@ def test_batch_sizes_the_writer_adds_up_are_arrows_and_store_the_same_bytes(
     given: list[tuple[pa.RecordBatch, int | None]] = []
     encode = _writer.encode_batches
 
-    def recorded(batches, compress, nbytes=None):  # type: ignore[no-untyped-def]
+    def recorded(batches, compress, nbytes=None, **kwargs):  # type: ignore[no-untyped-def]
         given.extend(zip(batches, nbytes or [None] * len(batches), strict=True))
-        return encode(batches, compress, nbytes)
+        return encode(batches, compress, nbytes, **kwargs)
 
     def write(name: str) -> bytes:
         rng = np.random.default_rng(3)
@@ -221,5 +260,5 @@ def test_batch_sizes_the_writer_adds_up_are_arrows_and_store_the_same_bytes(
     assert len(measured) >= 8
     assert all(size == batch.nbytes for batch, size in measured)
     monkeypatch.setattr(_writer, "encode_batches",
-                        lambda batches, compress, nbytes=None: encode(batches, compress))
+                        lambda batches, compress, nbytes=None, **_: encode(batches, compress))
     assert write("b.rfr") == added_up
