@@ -210,8 +210,11 @@ def timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - t0
 
 
-def median_time(fn: Callable[[], object], *, repeats: int) -> float:
-    """The median wall time of ``repeats`` runs of ``fn``."""
+def median_time(fn: Callable[[], object], *, repeats: int, warmup: int = 0) -> float:
+    """The median wall time of ``repeats`` runs of ``fn``, after ``warmup`` untimed runs (the
+    process's one-time imports and caches, which a first run alone pays)."""
+    for _ in range(warmup):
+        fn()
     return median(timed(fn) for _ in range(repeats))
 
 
