@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,11 +73,11 @@ class EncodedBatch:
 
 
 
-def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
-    """True when the batch holds values of an encoded-media component (non-null rows)."""
-    for name in components:
-        if name.split(":", 1)[-1] in ENCODED_MEDIA_COMPONENTS \
-                and batch.column(name).null_count < batch.num_rows:
+def has_encoded_media(components: Mapping[str, pa.Array]) -> bool:
+    """True when a batch's component columns (by column name) hold values of an encoded-media
+    component (non-null rows)."""
+    for name, values in components.items():
+        if name.split(":", 1)[-1] in ENCODED_MEDIA_COMPONENTS and values.null_count < len(values):
             return True
     return False
 
@@ -303,8 +303,9 @@ def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[Encode
         return write_ipc_file(sink, schema, batches)
 
 
-def has_dictionary(schema: pa.Schema) -> bool:
-    """Whether any column holds a dictionary-encoded type, at any depth.
+def has_dictionary(types: Iterable[pa.DataType]) -> bool:
+    """Whether any of ``types`` (a schema's columns' types: each distinct one is enough) holds a
+    dictionary-encoded type, at any depth.
 
     A dictionary column's values travel in dictionary batches that the hand-laid file above does
     not write; such recordings are written whole by pyarrow's file writer, uncompressed
@@ -313,7 +314,7 @@ def has_dictionary(schema: pa.Schema) -> bool:
     def nested(t: pa.DataType) -> bool:
         return pa.types.is_dictionary(t) or any(nested(t.field(i).type)
                                                 for i in range(t.num_fields))
-    return any(nested(f.type) for f in schema)
+    return any(nested(t) for t in types)
 
 
 def write_plain_file(sink: pa.NativeFile, schema: pa.Schema,
