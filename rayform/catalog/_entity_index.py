@@ -23,11 +23,7 @@ _HIGHEST: Final = np.iinfo(np.int64).max
 
 
 def index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:
-    """The index of every entity of a recording (``table``: its columns, the timelines at least).
-
-    The indexes are built from values checked here or in the validated header, so they are
-    made without pydantic's validation (the committed snapshot is validated when read back).
-    """
+    """The index of every entity of a recording (``table``: its columns, the timelines at least)."""
     out: dict[str, EntityIndex] = {}
     spans = [(rows.start, rows.stop) for rows in header.entities.values()]
     bounds = {timeline: timeline_bounds(*int64_values(table.column(timeline)), spans)
@@ -37,10 +33,9 @@ def index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, Entity
         for timeline, kind in header.timelines.items():
             found = bounds[timeline][k]
             if found is not None:
-                ranges[timeline] = IndexRange.model_construct(kind=kind, start=found[0],
-                                                              end=found[1])
-        out[entity] = EntityIndex.model_construct(components=list(rows.components),
-                                                  ranges=ranges, num_rows=rows.stop - rows.start)
+                ranges[timeline] = IndexRange(kind=kind, start=found[0], end=found[1])
+        out[entity] = EntityIndex(components=list(rows.components), ranges=ranges,
+                                  num_rows=rows.stop - rows.start)
     for entity, rows in header.static_entities.items():
         static = EntityIndex(components=list(rows.components), ranges={},
                              num_rows=rows.stop - rows.start)
