@@ -208,7 +208,8 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
     # the record that is committed (and validated when read back).
     layer = LayerRecord.model_construct(
         object="",
-        size_bytes=recording.stat().st_size,
+        # the writer's file: its size is the one written_file has just found unchanged
+        size_bytes=written.identity[2] if written is not None else recording.stat().st_size,
         num_rows=table.num_rows,
         registered_at_ns=time.time_ns(),
         source_uri=source_uri,
