@@ -56,6 +56,7 @@ MIN_COMPRESSED_BYTES: Final = 4 * 1024
 _COMPRESSED: Final = pa.ipc.IpcWriteOptions(compression=COMPRESSION, use_threads=False)
 _CODEC: Final = pa.Codec(COMPRESSION)
 _SAMPLED_BYTES: Final = 256 * 1024
+_WRITE_BUFFER_BYTES: Final = 1 << 20
 _MAGIC: Final = b"ARROW1\x00\x00"
 _TRAILER_MAGIC: Final = b"ARROW1"
 _END_OF_STREAM: Final = b"\xff\xff\xff\xff\x00\x00\x00\x00"
@@ -298,8 +299,14 @@ def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
 
 def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]
                          ) -> FileLayout:
-    """Write the IPC file at ``path`` (the caller makes it atomic)."""
-    with pa.OSFile(str(path), "wb") as sink:
+    """Write the IPC file at ``path`` (the caller makes it atomic).
+
+    Through a buffer of :data:`_WRITE_BUFFER_BYTES`: each batch is three writes (its length,
+    metadata and body), and a small recording's dozens of write calls cost more than its bytes;
+    a body larger than the buffer is written through as it is.
+    """
+    with pa.OSFile(str(path), "wb") as raw, \
+            pa.BufferedOutputStream(raw, buffer_size=_WRITE_BUFFER_BYTES) as sink:
         return write_ipc_file(sink, schema, batches)
 
 

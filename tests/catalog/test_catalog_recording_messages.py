@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import decimal
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -217,3 +218,23 @@ def test_laid_out_files_are_pyarrows(seed: int, count: int, header_bytes: int) -
         for _ in range(count):
             writer.write_batch(batch)
     assert laid_out.getvalue().to_pybytes() == pyarrows.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("buffer_bytes", [64, 4096, 1 << 20])
+def test_files_written_through_the_buffer_are_the_bytes_laid_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, buffer_bytes: int) -> None:
+    """Batches smaller and larger than the write buffer land where the footer says."""
+    from rayform.recording import _ipc_file
+
+    monkeypatch.setattr(_ipc_file, "_WRITE_BUFFER_BYTES", buffer_bytes)
+    batch = _random_batch(1)
+    schema = batch.schema.with_metadata({"rayform": "header"})
+    encoded = [encode_batch(batch.replace_schema_metadata(schema.metadata), compress=False)
+               for _ in range(3)] + [encode_batch(pa.record_batch(
+                   {name: pa.nulls(5000, t) for name, t in zip(schema.names, schema.types,
+                                                               strict=True)}), compress=False)]
+    layout = _ipc_file.write_recording_file(tmp_path / "f.arrow", schema, encoded)
+    laid_out = pa.BufferOutputStream()
+    assert write_ipc_file(laid_out, schema, encoded) == layout
+    assert (tmp_path / "f.arrow").read_bytes() == laid_out.getvalue().to_pybytes()
+    assert pa.ipc.open_file(tmp_path / "f.arrow").num_record_batches == 4
