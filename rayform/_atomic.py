@@ -82,19 +82,27 @@ def atomic_path(dest: Path, *, tmp_dir: Path | None = None, mode: int | None = N
     dest.parent.mkdir(parents=True, exist_ok=True)
     base = tmp_dir if tmp_dir is not None else dest.parent
     tmp = base / f".{_short(dest.name)}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    replaced = False
     try:
         yield tmp
         if mode is not None:
             os.chmod(tmp, mode)
         os.replace(tmp, dest)
+        replaced = True  # nothing left to remove: no stat and unlink of a name now gone
         if durable:
             fsync_dir(dest.parent)
     finally:
-        if tmp.is_dir() and not tmp.is_symlink():
-            shutil.rmtree(tmp, ignore_errors=True)
-        else:
-            with suppress(FileNotFoundError):
-                tmp.unlink()
+        if not replaced:
+            _remove(tmp)
+
+
+def _remove(tmp: Path) -> None:
+    """Remove a temporary left by a failed :func:`atomic_path` block, file or folder."""
+    if tmp.is_dir() and not tmp.is_symlink():
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        with suppress(FileNotFoundError):
+            tmp.unlink()
 
 
 def write_atomic(dest: Path, data: bytes, *, tmp_dir: Path | None = None, mode: int | None = None,

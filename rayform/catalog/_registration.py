@@ -20,14 +20,11 @@ from enum import Enum
 from pathlib import Path
 from typing import Final
 
-import numpy as np
-import numpy.typing as npt
 import pyarrow as pa
 
+from rayform.catalog._entity_index import index_entities, merge_entities
 from rayform.catalog._metadata import (
     DatasetVersion,
-    EntityIndex,
-    IndexRange,
     LayerRecord,
     SegmentRecord,
 )
@@ -195,7 +192,7 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
         validate_segment_id(header.recording_id)
     except InvalidNameError as err:
         raise InvalidNameError(f"{recording}: {err}") from None
-    entities = _index_entities(header, table)
+    entities = index_entities(header, table)
     asset_dir = asset_dir_for(recording)
     asset_sources: list[Path] = []
     for digest, info in header.assets.items():
@@ -211,7 +208,8 @@ def inspect_layer(recording: Path, *, source_uri: str, layer_name: str,
     # the record that is committed (and validated when read back).
     layer = LayerRecord.model_construct(
         object="",
-        size_bytes=recording.stat().st_size,
+        # the writer's file: its size is the one written_file has just found unchanged
+        size_bytes=written.identity[2] if written is not None else recording.stat().st_size,
         num_rows=table.num_rows,
         registered_at_ns=time.time_ns(),
         source_uri=source_uri,
@@ -316,41 +314,6 @@ def store_block_hashes(store: Store, source: Path, *, size_bytes: int = 0,
     return digest
 
 
-def _index_entities(header: RecordingHeader, table: pa.Table) -> dict[str, EntityIndex]:
-    out: dict[str, EntityIndex] = {}
-    columns = {timeline: _int64_values(table.column(timeline)) for timeline in header.timelines}
-    for entity, rows in header.entities.items():
-        ranges: dict[str, IndexRange] = {}
-        for timeline, kind in header.timelines.items():
-            values, valid = columns[timeline]
-            part = values[rows.start:rows.stop]
-            if valid is not None:  # rows of other entities that lack this timeline are null
-                part = part[valid[rows.start:rows.stop]]
-            if len(part):
-                ranges[timeline] = IndexRange(kind=kind, start=int(part.min()),
-                                              end=int(part.max()))
-        out[entity] = EntityIndex(components=list(rows.components), ranges=ranges,
-                                  num_rows=rows.stop - rows.start)
-    for entity, rows in header.static_entities.items():
-        static = EntityIndex(components=list(rows.components), ranges={},
-                             num_rows=rows.stop - rows.start)
-        out[entity] = merge_entities([out, {entity: static}])[entity] if entity in out else static
-    return out
-
-
-def _int64_values(column: pa.ChunkedArray
-                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.bool_] | None]:
-    """A timeline column (int64, timestamp[ns] or duration[ns]) as int64 numpy values (a null
-    as 0) and where they are valid (None: all of them)."""
-    array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-    if not pa.types.is_int64(array.type):
-        array = array.view(pa.int64()) if array.type.bit_width == 64 else array.cast(pa.int64())
-    if array.null_count == 0:
-        return array.to_numpy(zero_copy_only=False), None
-    valid: npt.NDArray[np.bool_] = array.is_valid().to_numpy(zero_copy_only=False)
-    return array.fill_null(0).to_numpy(zero_copy_only=False), valid
-
-
 def schema_to_text(schema: pa.Schema) -> str:
     return base64.b64encode(schema.serialize().to_pybytes()).decode()
 
@@ -363,26 +326,6 @@ def segment_version(layers: dict[str, LayerRecord]) -> str:
     """A segment's version: a hash of its layers' content hashes (changes iff the content does)."""
     text = "\n".join(f"{name}:{layers[name].object}" for name in sorted(layers))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def merge_entities(records: list[dict[str, EntityIndex]]) -> dict[str, EntityIndex]:
-    """Union of entity indexes: components united, ranges widened, rows added."""
-    merged: dict[str, EntityIndex] = {}
-    for entities in records:
-        for entity, idx in entities.items():
-            old = merged.get(entity)
-            if old is None:
-                merged[entity] = idx
-                continue
-            ranges = dict(old.ranges)
-            for tl, r in idx.ranges.items():
-                prev = ranges.get(tl)
-                ranges[tl] = r if prev is None else IndexRange(
-                    kind=r.kind, start=min(prev.start, r.start), end=max(prev.end, r.end))
-            merged[entity] = EntityIndex(
-                components=sorted(set(old.components) | set(idx.components)),
-                ranges=ranges, num_rows=old.num_rows + idx.num_rows)
-    return merged
 
 
 def segment_record(segment_id: str, layers: dict[str, LayerRecord], now: int) -> SegmentRecord:

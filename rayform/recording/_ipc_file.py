@@ -5,8 +5,10 @@ compressed and uncompressed batches and any Arrow reader reads both. pyarrow's f
 one compression to all batches, so the file is laid out here from pyarrow's own parts, in order:
 
 1. the file magic, the schema message and the footer, taken from a file pyarrow writes with the
-   same schema and one empty batch per real batch (the footer is a flatbuffer whose
-   ``recordBatches`` vector of fixed-size ``Block`` structs is the only part that changes);
+   same schema and no batch (the footer is a flatbuffer whose ``recordBatches`` vector of
+   fixed-size ``Block`` structs is the only part that changes: it is grown here to one ``Block``
+   per batch, see :func:`_grown_footer`; writing one empty batch per real batch through pyarrow
+   cost more than a small recording's other writing);
 2. each batch message as pyarrow's stream writer encodes it, with zstd or without compression
    (a compressed one laid out by :mod:`rayform.recording._compressed_message`, byte for byte the
    same, when it can: most buffers of a wide batch are the zeros of columns of nulls, which
@@ -34,7 +36,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +56,12 @@ MIN_COMPRESSED_BYTES: Final = 4 * 1024
 _COMPRESSED: Final = pa.ipc.IpcWriteOptions(compression=COMPRESSION, use_threads=False)
 _CODEC: Final = pa.Codec(COMPRESSION)
 _SAMPLED_BYTES: Final = 256 * 1024
+_WRITE_BUFFER_BYTES: Final = 1 << 20
 _MAGIC: Final = b"ARROW1\x00\x00"
 _TRAILER_MAGIC: Final = b"ARROW1"
 _END_OF_STREAM: Final = b"\xff\xff\xff\xff\x00\x00\x00\x00"
 _BLOCK: Final = struct.Struct("<qi4xq")  # Block: offset, metaDataLength, (padding), bodyLength
+_FOOTER_VERSION: Final = 0  # field index of Footer.version (a short, not an offset) in File.fbs
 _FOOTER_RECORD_BATCHES: Final = 3  # field index of Footer.recordBatches in File.fbs
 
 
@@ -70,11 +74,11 @@ class EncodedBatch:
 
 
 
-def has_encoded_media(batch: pa.RecordBatch, components: Iterable[str]) -> bool:
-    """True when the batch holds values of an encoded-media component (non-null rows)."""
-    for name in components:
-        if name.split(":", 1)[-1] in ENCODED_MEDIA_COMPONENTS \
-                and batch.column(name).null_count < batch.num_rows:
+def has_encoded_media(components: Mapping[str, pa.Array]) -> bool:
+    """True when a batch's component columns (by column name) hold values of an encoded-media
+    component (non-null rows)."""
+    for name, values in components.items():
+        if name.split(":", 1)[-1] in ENCODED_MEDIA_COMPONENTS and values.null_count < len(values):
             return True
     return False
 
@@ -172,15 +176,68 @@ class FileLayout:
 def _parts(schema: pa.Schema, count: int) -> tuple[bytes, bytearray, int]:
     """The head and the footer (its ``Block`` entries at ``vector_at`` still to fill) of an IPC
     file of ``schema`` holding ``count`` batches."""
-    template = _template(schema, count)
+    template = _template(schema)
     trailer = len(_TRAILER_MAGIC) + 4
     (footer_size,) = struct.unpack_from("<i", template, len(template) - trailer)
-    footer = bytearray(template[len(template) - trailer - footer_size: len(template) - trailer])
-    vector_at = _record_batch_vector(footer, count=count)
-    first_batch = _BLOCK.unpack_from(footer, vector_at)[0] if count else None
-    head = template[: first_batch if first_batch is not None
-                    else len(template) - trailer - footer_size - len(_END_OF_STREAM)]
+    footer_start = len(template) - trailer - footer_size
+    empty = template[footer_start: len(template) - trailer]
+    head = template[: footer_start - len(_END_OF_STREAM)]
+    footer, vector_at = _grown_footer(empty, count=count)
     return head, footer, vector_at
+
+
+def _grown_footer(footer: bytes, *, count: int) -> tuple[bytearray, int]:
+    """The footer flatbuffer of a file of no batch grown to ``count`` (zeroed) ``Block`` entries,
+    and where they start: the bytes pyarrow's flatbuffers builder lays out for ``count`` batches.
+
+    The builder writes back to front: the schema, the (empty) dictionaries vector, the record
+    batches vector, the ``Footer`` table and its vtable, then pads the front so that the whole
+    is a multiple of its largest alignment and puts the root offset first. Everything built
+    before the record batches vector keeps its distance from the end; the vector's ``count``
+    blocks of 24 bytes, aligned to 8 (an empty vector is not aligned), come before it; the table
+    and vtable keep their bytes (no alignment above 4 in them) but for the table's offsets to
+    what lies past the blocks, and the front padding is made again for an alignment of 8.
+    """
+    vector_at = _record_batch_vector(footer, count=0)  # just past the vector's length
+    if count == 0:
+        return bytearray(footer), vector_at
+    table, fields = _footer_fields(footer)
+    (vtable_back,) = struct.unpack_from("<i", footer, table)
+    vtable = table - vtable_back
+    if not 4 <= vtable < table < vector_at or any(footer[4:vtable]):
+        raise RuntimeError("pyarrow's Arrow footer is not laid out as expected")
+    tail = len(footer) - vector_at  # the dictionaries vector and the schema
+    inserted = count * _BLOCK.size + (-tail) % 8
+    body = len(footer) - vtable + inserted  # without the root offset and the front padding
+    front = (-(body + 4)) % 8
+    moved = front - (vtable - 4)  # how far the table and what is before the blocks move
+    grown = bytearray(struct.pack("<I", table + moved))
+    grown += bytes(front)
+    grown += footer[vtable:vector_at - 4]
+    grown += struct.pack("<I", count)
+    grown += bytes(inserted)
+    grown += footer[vector_at:]
+    for index, at in fields:
+        if index == _FOOTER_VERSION:
+            continue
+        (offset,) = struct.unpack_from("<I", footer, at)
+        if at + offset >= vector_at:  # the schema and dictionaries, past the blocks
+            struct.pack_into("<I", grown, at + moved, offset + inserted)
+    return grown, vector_at + moved
+
+
+def _footer_fields(footer: bytes | bytearray) -> tuple[int, list[tuple[int, int]]]:
+    """Where the ``Footer`` table starts, and each field it holds: (field index, position)."""
+    (table,) = struct.unpack_from("<I", footer, 0)
+    (vtable_back,) = struct.unpack_from("<i", footer, table)
+    vtable = table - vtable_back
+    (vtable_size,) = struct.unpack_from("<H", footer, vtable)
+    fields = []
+    for index in range((vtable_size - 4) // 2):
+        (field,) = struct.unpack_from("<H", footer, vtable + 4 + 2 * index)
+        if field:
+            fields.append((index, table + field))
+    return table, fields
 
 
 def _footer_tail(footer: bytearray, vector_at: int,
@@ -228,49 +285,23 @@ def rewrite_schema(path: Path, schema: pa.Schema, layout: FileLayout) -> None:
                 view, at = view[written:], at + written
 
 
-def _template(schema: pa.Schema, count: int) -> bytes:
-    """A file pyarrow writes for ``schema`` with ``count`` empty batches (its head and footer)."""
-    empty = _empty_batch(schema)
+def _template(schema: pa.Schema) -> bytes:
+    """A file pyarrow writes for ``schema`` with no batch (its head and footer)."""
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, schema) as writer:
-        for _ in range(count):
-            writer.write_batch(empty)
+    with pa.ipc.new_file(sink, schema):
+        pass
     data: bytes = sink.getvalue().to_pybytes()
     if not data.startswith(_MAGIC):
         raise RuntimeError("pyarrow wrote an Arrow file without the file magic")
     return data
 
 
-_EMPTY_BATCHES: dict[pa.Schema, pa.RecordBatch] = {}
-_MAX_EMPTY_BATCHES: Final = 64
-
-
-def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
-    """A batch of no rows of ``schema``'s columns (its metadata left out: the file's schema
-    message carries it), kept for the next file of the same columns: the recordings of one
-    source share them, and building the empty arrays cost a fifth of a small file's writing."""
-    plain = schema.remove_metadata()
-    empty = _EMPTY_BATCHES.get(plain)
-    if empty is None:
-        if len(_EMPTY_BATCHES) >= _MAX_EMPTY_BATCHES:
-            _EMPTY_BATCHES.clear()
-        empty = _EMPTY_BATCHES[plain] = pa.RecordBatch.from_pylist([], schema=plain)
-    return empty
-
-
 def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
     """Where the ``Block`` structs of ``Footer.recordBatches`` start in the footer flatbuffer."""
-    (table,) = struct.unpack_from("<I", footer, 0)
-    (vtable_back,) = struct.unpack_from("<i", footer, table)
-    vtable = table - vtable_back
-    (vtable_size,) = struct.unpack_from("<H", footer, vtable)
-    slot = 4 + 2 * _FOOTER_RECORD_BATCHES
-    field = struct.unpack_from("<H", footer, vtable + slot)[0] if slot < vtable_size else 0
-    if field == 0:
-        if count:
-            raise RuntimeError("pyarrow's Arrow footer has no record batch blocks")
-        return 0
-    at = table + field
+    _, fields = _footer_fields(footer)
+    at = dict(fields).get(_FOOTER_RECORD_BATCHES)
+    if at is None:
+        raise RuntimeError("pyarrow's Arrow footer has no record batch vector")
     vector = at + struct.unpack_from("<I", footer, at)[0]
     (length,) = struct.unpack_from("<I", footer, vector)
     if length != count:
@@ -280,13 +311,20 @@ def _record_batch_vector(footer: bytes | bytearray, *, count: int) -> int:
 
 def write_recording_file(path: Path, schema: pa.Schema, batches: Sequence[EncodedBatch]
                          ) -> FileLayout:
-    """Write the IPC file at ``path`` (the caller makes it atomic)."""
-    with pa.OSFile(str(path), "wb") as sink:
+    """Write the IPC file at ``path`` (the caller makes it atomic).
+
+    Through a buffer of :data:`_WRITE_BUFFER_BYTES`: each batch is three writes (its length,
+    metadata and body), and a small recording's dozens of write calls cost more than its bytes;
+    a body larger than the buffer is written through as it is.
+    """
+    with pa.OSFile(str(path), "wb") as raw, \
+            pa.BufferedOutputStream(raw, buffer_size=_WRITE_BUFFER_BYTES) as sink:
         return write_ipc_file(sink, schema, batches)
 
 
-def has_dictionary(schema: pa.Schema) -> bool:
-    """Whether any column holds a dictionary-encoded type, at any depth.
+def has_dictionary(types: Iterable[pa.DataType]) -> bool:
+    """Whether any of ``types`` (a schema's columns' types: each distinct one is enough) holds a
+    dictionary-encoded type, at any depth.
 
     A dictionary column's values travel in dictionary batches that the hand-laid file above does
     not write; such recordings are written whole by pyarrow's file writer, uncompressed
@@ -295,7 +333,7 @@ def has_dictionary(schema: pa.Schema) -> bool:
     def nested(t: pa.DataType) -> bool:
         return pa.types.is_dictionary(t) or any(nested(t.field(i).type)
                                                 for i in range(t.num_fields))
-    return any(nested(f.type) for f in schema)
+    return any(nested(t) for t in types)
 
 
 def write_plain_file(sink: pa.NativeFile, schema: pa.Schema,

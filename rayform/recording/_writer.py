@@ -22,11 +22,11 @@ import mmap
 import os
 import shutil
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -359,32 +359,43 @@ class RecordingWriter:
         for name, kind in self._timelines.items():
             columns[name] = {"sequence": pa.int64(), "timestamp": pa.timestamp("ns"),
                              "duration": pa.duration("ns")}[kind]
-        entity_tables: list[tuple[str, bool, pa.Table]] = []
+        # Each entity's columns by name and its number of rows. An entity logged once is not
+        # made a table: its arrays are the logged ones, and the timelines an importer logs for
+        # many entities are one array each (see once_as_arrow), checked and measured once.
+        entity_columns: list[tuple[str, bool, dict[str, pa.Array], int]] = []
+        ascending: dict[int, bool] = {}
         for entity in sorted(self._blocks):
-            parts = [pa.table({**t, **{f"{entity}:{c}": a for c, a in comps.items()}})
-                     for t, comps in self._blocks[entity]]
-            table = parts[0] if len(parts) == 1 else \
-                pa.concat_tables(parts, promote_options="permissive")
-            first = next(iter(self._blocks[entity][0][0]))
-            if table.num_rows > 1 and not _ascending(table.column(first)):
-                order = pa.compute.sort_indices(table, sort_keys=[(first, "ascending")])
-                table = table.take(order)
-            entity_tables.append((entity, False, table))
+            blocks = self._blocks[entity]
+            first = next(iter(blocks[0][0]))
+            if len(blocks) == 1:
+                tls, values = blocks[0]
+                own = {**tls, **{f"{entity}:{c}": a for c, a in values.items()}}
+                num_rows = len(tls[first])
+                if num_rows > 1 and not _memo(ascending, tls[first], _ascending):
+                    own = _columns(pa.table(own), first)
+            else:
+                parts = [pa.table({**t, **{f"{entity}:{c}": a for c, a in comps.items()}})
+                         for t, comps in blocks]
+                table = pa.concat_tables(parts, promote_options="permissive")
+                num_rows = table.num_rows
+                own = _columns(table, first if num_rows > 1 and not _ascending(
+                    table.column(first).combine_chunks()) else None)
+            entity_columns.append((entity, False, own, num_rows))
         for entity in sorted(self._static):
-            table = pa.table({f"{entity}:{c}": a for c, a in self._static[entity].items()})
-            entity_tables.append((entity, True, table))
-        for _, _, table in entity_tables:
-            for field in table.schema:
-                if field.name in self._timelines:
+            own = {f"{entity}:{c}": a for c, a in self._static[entity].items()}
+            entity_columns.append((entity, True, own, 1 if own else 0))  # one row, if any
+        for _, _, own, _ in entity_columns:
+            for name, array in own.items():
+                if name in self._timelines:
                     continue
-                known = columns.get(field.name)
-                merged = field.type if known is None else merged_type(known, field.type)
+                known = columns.get(name)
+                merged = array.type if known is None else merged_type(known, array.type)
                 if merged is None:
                     raise SchemaConflictError(
-                        f"column {field.name!r} logged with types {known} and {field.type}, "
+                        f"column {name!r} logged with types {known} and {array.type}, "
                         "which no schema can hold (see rayform.recording._widening)"
                     )
-                columns[field.name] = merged
+                columns[name] = merged
         schema = pa.schema([pa.field(n, t) for n, t in columns.items()])
         types = list(columns.values())
         batches: list[pa.RecordBatch] = []
@@ -398,45 +409,46 @@ class RecordingWriter:
         null_bytes: dict[tuple[int, int], int] = {}
         sizes: list[int | None] = []  # each batch's nbytes, where it may be compressed
         logged_bytes: list[int] = []  # the same without the columns of nulls
-        logged: list[pa.Array] = []
+        logged: dict[int, pa.Array] = {}  # by identity: a shared timeline is validated once
+        own_bytes: dict[int, int] = {}
         first_of_type: dict[pa.DataType, int] = {}
         same_type = [first_of_type.setdefault(t, i) for i, t in enumerate(types)]
-        whole = has_dictionary(schema)  # written whole by pyarrow (dictionary batches)
-        for entity, is_static, table in entity_tables:
-            own = {name: table.column(name) for name in table.column_names}
+        whole = has_dictionary(first_of_type)  # written whole by pyarrow (dictionary batches)
+        for entity, is_static, own, num_rows in entity_columns:
             arrays = []
             own_arrays: list[pa.Array] = []
             null_keys: list[tuple[int, int]] = []
             for i, (name, target) in enumerate(zip(columns, types, strict=True)):
                 column = own.get(name)
                 if column is None:
-                    key = (table.num_rows, same_type[i])
+                    key = (num_rows, same_type[i])
                     if key not in nulls:
-                        nulls[key] = pa.nulls(table.num_rows, type=target)
+                        nulls[key] = pa.nulls(num_rows, type=target)
                     arrays.append(nulls[key])
                     null_keys.append(key)
                     continue
-                array = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
-                arrays.append(widen(array, target))
+                arrays.append(widen(column, target))
                 own_arrays.append(arrays[-1])
-            logged += own_arrays
+            for array in own_arrays:
+                logged.setdefault(id(array), array)
             batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             batches.append(batch)
-            names = [c for c in table.column_names if c not in self._timelines]
-            may_compress = self._compress and not has_encoded_media(batch, names)
+            components = {c: a for c, a in own.items() if c not in self._timelines}
+            may_compress = self._compress and not has_encoded_media(components)
             compressed.append(may_compress)
             # A batch's nbytes is the sum of its columns' (Arrow adds them up the same way);
             # the columns of nulls, shared by many batches, are measured once.
             for key in null_keys if may_compress else ():
                 if key not in null_bytes:
                     null_bytes[key] = nulls[key].nbytes
-            logged_bytes.append(sum(a.nbytes for a in own_arrays) if may_compress else 0)
+            logged_bytes.append(sum(_memo(own_bytes, a, _nbytes) for a in own_arrays)
+                                if may_compress else 0)
             sizes.append(logged_bytes[-1] + sum(null_bytes[k] for k in null_keys)
                          if may_compress else None)
-            comps = sorted(c.split(":", 1)[1] for c in names)
-            rows = EntityRows(start=row, stop=row + table.num_rows, components=comps)
+            comps = sorted(c.split(":", 1)[1] for c in components)
+            rows = EntityRows(start=row, stop=row + num_rows, components=comps)
             (static_entities if is_static else entities)[entity] = rows
-            row += table.num_rows
+            row += num_rows
         encoded = [] if whole else encode_batches(batches, compressed, sizes,
                                                      logged_bytes=logged_bytes)
         header = RecordingHeader(
@@ -451,7 +463,7 @@ class RecordingWriter:
             assets={h: info for h, (_, info) in self._assets.items()},
             content_sha256=_UNSET_DIGEST,  # the checksum does not cover itself
         )
-        return header, schema, batches, None if whole else encoded, logged
+        return header, schema, batches, None if whole else encoded, list(logged.values())
 
     def _assemble(self) -> tuple[RecordingHeader, pa.Schema, list[pa.RecordBatch],
                                  list[EncodedBatch] | None]:
@@ -534,10 +546,35 @@ class RecordingWriter:
 _DIGESTS: dict[tuple[str, int, int, int], str] = {}
 
 
-def _ascending(column: pa.ChunkedArray) -> bool:
-    """Whether a timeline column is already in order (sorting it would copy every row's data)."""
-    values = column.combine_chunks().cast(pa.int64()).to_numpy(zero_copy_only=False)
-    return bool(np.all(values[1:] >= values[:-1]))
+def _ascending(values: pa.Array) -> bool:
+    """Whether a timeline's values are already in order (sorting them would copy every row's
+    data)."""
+    numbers = _cast(values, pa.int64()).to_numpy(zero_copy_only=False)
+    return bool(np.all(numbers[1:] >= numbers[:-1]))
+
+
+def _nbytes(array: pa.Array) -> int:
+    return int(array.nbytes)
+
+
+_T = TypeVar("_T")
+
+
+def _memo(memo: dict[int, _T], array: pa.Array, measure: Callable[[pa.Array], _T]) -> _T:
+    """``measure(array)``, kept in ``memo`` by the array's identity (valid while the arrays
+    measured are alive: those held by the writer being closed)."""
+    found = memo.get(id(array))
+    if found is None:
+        found = memo[id(array)] = measure(array)
+    return found
+
+
+def _columns(table: pa.Table, sort_by: str | None) -> dict[str, pa.Array]:
+    """The table's columns by name, one array each, its rows in the order of ``sort_by``."""
+    if sort_by is not None:
+        table = table.take(pa.compute.sort_indices(table, sort_keys=[(sort_by, "ascending")]))
+    return {name: column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+            for name, column in zip(table.column_names, table.columns, strict=True)}
 
 
 def _file_sha256(path: Path) -> str:

@@ -1,10 +1,12 @@
 """The compressed record batch messages laid out by rayform are pyarrow's, byte for byte: on a
-table of schemas (nulls, nested, large and sliced arrays, empty batches) and on random ones."""
+table of schemas (nulls, nested, large and sliced arrays, empty batches) and on random ones; so
+are the files laid out around uncompressed ones (head and footer)."""
 
 from __future__ import annotations
 
 import decimal
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -13,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rayform.recording._compressed_message import compressed_message
-from rayform.recording._ipc_file import _COMPRESSED, _message, encode_batch
+from rayform.recording._ipc_file import _COMPRESSED, _message, encode_batch, write_ipc_file
 
 _PRIMITIVES = [pa.bool_(), pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
                pa.uint32(), pa.uint64(), pa.float16(), pa.float32(), pa.float64(),
@@ -197,3 +199,42 @@ def test_zero_buffers_past_the_kept_frames_are_still_pyarrows(
                                  "z": pa.array(np.zeros(rows + 7, np.int32)[7:])})
         assert _laid_out(batch) == _pyarrows(batch)
     assert 0 < len(_compressed_message._ZERO_FRAMES) <= 3
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), count=st.sampled_from([0, 1, 2, 3, 13, 40]),
+       header_bytes=st.integers(0, 300))
+def test_laid_out_files_are_pyarrows(seed: int, count: int, header_bytes: int) -> None:
+    """The head and the footer (grown from those of a file of no batch to one block per batch)
+    are those pyarrow's file writer lays out, whatever the schema, its metadata's length (which
+    moves the footer's alignment) and the number of batches."""
+    batch = _random_batch(seed)
+    schema = batch.schema.with_metadata({"rayform": "h" * header_bytes})
+    batch = batch.replace_schema_metadata(schema.metadata)
+    laid_out = pa.BufferOutputStream()
+    write_ipc_file(laid_out, schema, [encode_batch(batch, compress=False)] * count)
+    pyarrows = pa.BufferOutputStream()
+    with pa.ipc.new_file(pyarrows, schema) as writer:
+        for _ in range(count):
+            writer.write_batch(batch)
+    assert laid_out.getvalue().to_pybytes() == pyarrows.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("buffer_bytes", [64, 4096, 1 << 20])
+def test_files_written_through_the_buffer_are_the_bytes_laid_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, buffer_bytes: int) -> None:
+    """Batches smaller and larger than the write buffer land where the footer says."""
+    from rayform.recording import _ipc_file
+
+    monkeypatch.setattr(_ipc_file, "_WRITE_BUFFER_BYTES", buffer_bytes)
+    batch = _random_batch(1)
+    schema = batch.schema.with_metadata({"rayform": "header"})
+    encoded = [encode_batch(batch.replace_schema_metadata(schema.metadata), compress=False)
+               for _ in range(3)] + [encode_batch(pa.record_batch(
+                   {name: pa.nulls(5000, t) for name, t in zip(schema.names, schema.types,
+                                                               strict=True)}), compress=False)]
+    layout = _ipc_file.write_recording_file(tmp_path / "f.arrow", schema, encoded)
+    laid_out = pa.BufferOutputStream()
+    assert write_ipc_file(laid_out, schema, encoded) == layout
+    assert (tmp_path / "f.arrow").read_bytes() == laid_out.getvalue().to_pybytes()
+    assert pa.ipc.open_file(tmp_path / "f.arrow").num_record_batches == 4

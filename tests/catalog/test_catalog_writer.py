@@ -157,6 +157,51 @@ def test_sort_on_first_timeline_is_stable_across_blocks(tmp_path: Path) -> None:
         [2.0, 4.0, 1.0, 3.0, 5.0]
 
 
+def test_an_entity_logged_once_out_of_order_is_sorted(tmp_path: Path) -> None:
+    path = tmp_path / "once.rfr"
+    with rayform.RecordingWriter(path, recording_id="once") as rec:
+        rec.log_scalars("/s", timelines={"t": [3, 1, 2]}, values=[3.0, 1.0, 2.0])
+        rec.log_scalars("/in_order", timelines={"t": [7, 8]}, values=[7.0, 8.0])
+    _, table = open_recording(path)
+    assert table.column("t").to_pylist() == [7, 8, 1, 2, 3]  # entities in name order
+    assert [v and v[0] for v in table.column("/s:Scalars:scalars").to_pylist()] == \
+        [None, None, 1.0, 2.0, 3.0]
+
+
+def test_timelines_shared_by_entities_are_checked_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The timeline arrays an importer logs for many entities (once_as_arrow) are checked for
+    order, measured and validated once per recording, not once per entity."""
+    from rayform.recording import _writer
+
+    checked: list[pa.Array] = []
+    ascending = _writer._ascending
+
+    def counted(values: pa.Array) -> bool:
+        checked.append(values)
+        return ascending(values)
+
+    monkeypatch.setattr(_writer, "_ascending", counted)
+    timelines = _writer.once_as_arrow({"frame_index": np.arange(20), "t": np.arange(20) * 5})
+    path = tmp_path / "shared.rfr"
+    with rayform.RecordingWriter(path, recording_id="shared") as rec:
+        for i in range(6):
+            rec.log_scalars(f"/e{i}", timelines=timelines, values=np.full(20, float(i)))
+    assert len(checked) == 1
+    _, table = open_recording(path)
+    assert table.column("frame_index").to_pylist() == list(range(20)) * 6
+
+
+def test_a_static_entity_without_components_has_no_rows(tmp_path: Path) -> None:
+    path = tmp_path / "empty.rfr"
+    with rayform.RecordingWriter(path, recording_id="empty") as rec:
+        rec.log_scalars("/s", timelines={"t": [0, 1]}, values=[1.0, 2.0])
+        rec.log_static("/nothing", components={})
+    header, table = open_recording(path)
+    assert table.num_rows == 2
+    assert header.static_entities["/nothing"].stop == header.static_entities["/nothing"].start
+
+
 def test_video_asset_is_stored_content_addressed(tmp_path: Path) -> None:
     video = b"\x00\x00\x00\x18ftypmp42" + bytes(range(256)) * 8
     path = tmp_path / "asset.rfr"
