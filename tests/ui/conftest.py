@@ -142,9 +142,40 @@ def browser_missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+def ordinary_scheduling(pid: int) -> int:
+    """Put every thread of process ``pid`` and of its descendants under the ordinary
+    time-sharing policy (``SCHED_OTHER``); the number of threads moved.
+
+    A process started under a real-time policy passes it to its children. Some sandboxes run a
+    test session as ``SCHED_FIFO``: Chromium's renderers, which spin while they wait on each
+    other, then held both cores of a 2-core machine, starving every other process of the
+    session (a README example stalled for minutes after the browser tests had passed).
+    """
+    moved = 0
+    tasks = Path(f"/proc/{pid}/task")
+    children: set[int] = set()
+    for task in tasks.iterdir() if tasks.is_dir() else ():
+        try:
+            if os.sched_getscheduler(int(task.name)) != os.SCHED_OTHER:
+                os.sched_setscheduler(int(task.name), os.SCHED_OTHER, os.sched_param(0))
+                moved += 1
+            children.update(int(c) for c in (task / "children").read_text().split())
+        except (OSError, ValueError):  # the thread ended meanwhile
+            continue
+    return moved + sum(ordinary_scheduling(child) for child in children)
+
+
+@pytest.fixture()
+def time_shared() -> Any:
+    """:func:`ordinary_scheduling`, for its own test."""
+    return ordinary_scheduling
+
+
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    """Headless Chromium through the system chromedriver (Selenium never downloads a driver)."""
+    """Headless Chromium through the system chromedriver (Selenium never downloads a driver),
+    quit once the module's tests are done; its processes time-shared (see
+    :func:`ordinary_scheduling`)."""
     reason = browser_missing()
     if reason:
         pytest.skip(reason)
@@ -157,7 +188,10 @@ def browser() -> Iterator[Any]:
                 "--window-size=1400,1100", "--mute-audio", "--no-first-run",
                 "--autoplay-policy=no-user-gesture-required"):
         options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    service = Service(executable_path=str(CHROMEDRIVER))
+    driver = webdriver.Chrome(service=service, options=options)
+    if sys.platform == "linux" and os.sched_getscheduler(0) != os.SCHED_OTHER:
+        ordinary_scheduling(service.process.pid)  # renderers forked later inherit the zygote's
     driver.set_page_load_timeout(60)
     driver.set_script_timeout(60)
     yield driver
