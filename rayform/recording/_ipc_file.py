@@ -126,10 +126,10 @@ def encode_batches(batches: Sequence[pa.RecordBatch], compress: Sequence[bool],
     columns of nulls (whose zero buffers :mod:`rayform.recording._compressed_message`
     compresses once per length), when the caller knows it; else its whole buffer size."""
     sizes: list[int | None] = [None] * len(batches) if nbytes is None else list(nbytes)
-    fresh = [batch.get_total_buffer_size() for batch in batches] if logged_bytes is None \
-        else list(logged_bytes)
-    work = [size for batch, may, size in zip(batches, compress, fresh, strict=True)
-            if may and batch.get_total_buffer_size() >= MIN_COMPRESSED_BYTES]
+    work = []  # what each batch that may be compressed holds to compress
+    for i, (batch, may) in enumerate(zip(batches, compress, strict=True)):
+        if may and (total := batch.get_total_buffer_size()) >= MIN_COMPRESSED_BYTES:
+            work.append(total if logged_bytes is None else logged_bytes[i])
     if len(work) < 2 or sum(work) < max(_PARALLEL_BYTES, _PARALLEL_BATCH_BYTES * len(work)):
         return [encode_batch(b, compress=c, nbytes=n)
                 for b, c, n in zip(batches, compress, sizes, strict=True)]
