@@ -26,7 +26,9 @@ every configuration once, interleaved:
 
 Printed per configuration: the medians of frames/s and of CPU ms per frame (all processes), and
 the median over rounds of its rate divided by the process-per-core PyAV rate of the same round.
-Before timing, one block is decoded both ways and compared pixel for pixel.
+Before timing, one block is decoded both ways and compared pixel for pixel, and the offsets of
+AVFrame's ``pts`` and key-frame flag in this FFmpeg are found by calibration and printed (what a
+loader integration must read; see :func:`frame_field_offsets`).
 """
 
 from __future__ import annotations
@@ -201,6 +203,47 @@ def in_processes(pool: Any, blocks: Sequence[Block], processes: int) -> tuple[fl
     return frames / (time.perf_counter() - t0), cpu / frames * 1e3
 
 
+def frame_field_offsets(native: Native, packets: Sequence[bytes]) -> tuple[list[int], list[int]]:
+    """Where this FFmpeg keeps two AVFrame fields past the stable prefix, found by calibration.
+
+    The loader needs a frame's ``pts`` and its key-frame flag, which ``run_loop.c`` does not read
+    yet; their offsets moved between FFmpeg versions. The first packets are decoded through
+    ``ctypes`` with known pts values; returned are the 8-byte offsets holding the pts of every
+    frame, and the 4-byte offsets whose ``AV_FRAME_FLAG_KEY`` bit (2) is set on the keyframe and
+    on no other frame.
+    """
+    codec = native.codec
+    codec.avcodec_send_packet.argtypes = [ctypes.c_void_p] * 2
+    codec.avcodec_receive_frame.argtypes = [ctypes.c_void_p] * 2
+    codec.av_new_packet.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    codec.av_packet_unref.argtypes = [ctypes.c_void_p]
+    decoder = NativeDecoder(native)
+    base = 0x1234567890AB
+    frames: list[bytes] = []
+
+    def receive() -> None:
+        while codec.avcodec_receive_frame(decoder.context, decoder.frame) >= 0:
+            frames.append(ctypes.string_at(decoder.frame, 512))  # AVFrame is larger than this
+
+    for i, data in enumerate(packets):
+        codec.av_new_packet(decoder.packet, len(data))
+        ctypes.memmove(ctypes.c_void_p.from_address(decoder.packet + 24).value, data, len(data))
+        ctypes.c_int64.from_address(decoder.packet + 8).value = base + i  # pts
+        ctypes.c_int64.from_address(decoder.packet + 16).value = base + i  # dts
+        codec.avcodec_send_packet(decoder.context, decoder.packet)
+        codec.av_packet_unref(decoder.packet)
+        receive()
+    codec.avcodec_send_packet(decoder.context, None)
+    receive()
+    pts = [o for o in range(0, 512, 8)
+           if all(int.from_bytes(f[o:o + 8], "little", signed=True) == base + i
+                  for i, f in enumerate(frames))]
+    flags = [o for o in range(0, 512, 4)
+             if [int.from_bytes(f[o:o + 4], "little") & 2 for f in frames]
+             == [2] + [0] * (len(frames) - 1)]
+    return pts, flags
+
+
 def main() -> int:
     libraries = [_library(name) for name in ("libavcodec", "libavutil", "libswscale")]
     if any(lib is None for lib in libraries):
@@ -229,6 +272,10 @@ def main() -> int:
             print("FAIL: the compiled loop's frames differ from PyAV's")
             return 1
         print(f"frames equal to PyAV's ({BLOCK} frames compared)")
+        pts, flags = frame_field_offsets(native, STREAMS[0][:8])
+        print(f"AVFrame (libavutil {'.'.join(map(str, av.library_versions['libavutil']))}): "
+              f"each frame's pts (also pkt_dts, best_effort_timestamp) at bytes {pts}; "
+              f"key-frame flag candidates at bytes {flags}")
 
         def pyav() -> Callable[[int, int, npt.NDArray[np.uint8]], None]:
             reformatter = VideoReformatter()
