@@ -61,7 +61,6 @@ ROUNDS = 1 if w.QUICK else int(os.environ.get("ROUNDS", "5"))
 BLOCK = 128
 GOP = 32
 SIZE = w.IMAGE
-FRAME_BYTES = SIZE * SIZE * 3
 SOURCE = Path(__file__).with_name("native") / "run_loop.c"
 _YUV420P, _RGB24, _BILINEAR = 0, 2, 2
 
